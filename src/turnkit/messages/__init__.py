@@ -1,0 +1,56 @@
+"""turnkit's data model: immutable messages and content blocks.
+
+Validated at the boundary (:func:`validate_messages`), frozen all the way
+down, compared by value, and converted for models by the pipeline functions.
+"""
+
+from turnkit.errors import InvalidMessageError
+from turnkit.messages._json import FrozenDict, freeze_json, thaw
+from turnkit.messages.blocks import (
+    Base64Source,
+    Block,
+    CacheControl,
+    FileBlock,
+    ImageBlock,
+    Source,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    UrlSource,
+)
+from turnkit.messages.history import (
+    default_convert_to_llm,
+    interrupted_result,
+    normalize_tool_call_history,
+)
+from turnkit.messages.message import Message, Origin
+from turnkit.messages.text import collapse_for_llm, message_text_body
+from turnkit.messages.validate import validate_blocks, validate_messages
+
+__all__ = [
+    "Base64Source",
+    "Block",
+    "CacheControl",
+    "FileBlock",
+    "FrozenDict",
+    "ImageBlock",
+    "InvalidMessageError",
+    "Message",
+    "Origin",
+    "Source",
+    "TextBlock",
+    "ThinkingBlock",
+    "ToolResultBlock",
+    "ToolUseBlock",
+    "UrlSource",
+    "collapse_for_llm",
+    "default_convert_to_llm",
+    "freeze_json",
+    "interrupted_result",
+    "message_text_body",
+    "normalize_tool_call_history",
+    "thaw",
+    "validate_blocks",
+    "validate_messages",
+]
