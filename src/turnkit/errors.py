@@ -6,7 +6,14 @@ without knowing which room of the package raised it.
 
 from __future__ import annotations
 
-__all__ = ["InvalidMessageError", "TurnkitError"]
+__all__ = [
+    "ImagePolicyError",
+    "InvalidMessageError",
+    "ModelNotFoundError",
+    "ProviderError",
+    "TurnkitError",
+    "UnsupportedContentError",
+]
 
 
 class TurnkitError(Exception):
@@ -46,3 +53,44 @@ class InvalidMessageError(TurnkitError, ValueError):
 
     def __reduce__(self) -> tuple[type[InvalidMessageError], tuple[str, str]]:
         return (type(self), (self.path, self.problem))
+
+
+class ProviderError(TurnkitError):
+    """A model provider refused or failed a request.
+
+    ``status`` is the HTTP status when there was one, ``message`` the
+    provider's own text, and ``retryable`` whether trying again can help
+    (rate limits, overload, 5xx and connection failures).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str,
+        status: int | None = None,
+        retryable: bool = False,
+        retry_after: float | None = None,
+    ) -> None:
+        self.message = message
+        self.provider = provider
+        self.status = status
+        self.retryable = retryable
+        self.retry_after = retry_after
+        where = f"{provider} {status}" if status is not None else provider
+        super().__init__(f"{where}: {message}")
+
+
+class UnsupportedContentError(ProviderError):
+    """A block that this provider or model cannot take (never dropped silently)."""
+
+    def __init__(self, message: str, *, provider: str) -> None:
+        super().__init__(message, provider=provider, status=None, retryable=False)
+
+
+class ImagePolicyError(TurnkitError, ValueError):
+    """An image refused by the :class:`~turnkit.providers.ImagePolicy` in force."""
+
+
+class ModelNotFoundError(TurnkitError, ValueError):
+    """A model string that names no known provider, or a provider not installed."""

@@ -43,7 +43,9 @@ __all__ = [
 ]
 
 
-class _Frozen(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
+class _Frozen(
+    msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False, repr_omit_defaults=True
+):
     """Base of every data class here: immutable, slotted, no unknown fields.
 
     ``gc=False`` is safe because frozen JSON values cannot form cycles.

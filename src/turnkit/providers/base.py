@@ -1,0 +1,212 @@
+"""The model interface: a request in, an assistant message out, or a stream.
+
+The provider layer knows nothing of the agent loop. A :class:`ModelRequest`
+holds canonical messages after the context pipeline; each provider converts
+it through the shared rules (:mod:`turnkit.providers.rules`) into its wire
+request, and parses the reply back into canonical blocks.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from turnkit.messages import (
+    FrozenDict,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolUseBlock,
+    freeze_json,
+)
+
+__all__ = [
+    "Model",
+    "ModelEvent",
+    "ModelRequest",
+    "ModelResponse",
+    "ModelSettings",
+    "StopReason",
+    "ThinkingReplay",
+    "ToolSpec",
+    "Usage",
+]
+
+StopReason = Literal["end_turn", "tool_use", "max_tokens", "refusal", "stop_sequence", "other"]
+"""Why a model stopped, normalised across providers."""
+
+ThinkingReplay = Literal["drop", "text"]
+Effort = Literal["low", "medium", "high"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """What a model is told about a tool: its name, description and input schema."""
+
+    name: str
+    description: str = ""
+    input_schema: FrozenDict = field(default_factory=lambda: FrozenDict(type="object"))
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.input_schema, FrozenDict):
+            object.__setattr__(self, "input_schema", freeze_json(self.input_schema, "input_schema"))
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSettings:
+    """Per-request settings; ``None`` leaves the provider's default.
+
+    ``thinking`` turns on extended reasoning: ``True`` for the provider's
+    default, a token budget (int), or an effort ("low", "medium", "high").
+    ``thinking_replay`` says what to do with thinking that cannot be replayed
+    natively (another provider or model, or no signature): drop it, or send
+    it as plain text.
+    """
+
+    max_output_tokens: int | None = None
+    temperature: float | None = None
+    thinking: bool | int | Effort | None = None
+    thinking_replay: ThinkingReplay = "drop"
+    image_policy: Any = None  # an ImagePolicy; typed loosely to keep this module import-light
+
+    @property
+    def thinking_budget(self) -> int | None:
+        """The thinking budget in tokens, or None when thinking is off."""
+        thinking = self.thinking
+        if thinking is None or thinking is False:
+            return None
+        if thinking is True:
+            return 2048
+        if isinstance(thinking, int):
+            return thinking
+        return {"low": 1024, "medium": 4096, "high": 16384}[thinking]
+
+    @property
+    def thinking_effort(self) -> Effort | None:
+        """The thinking setting as an effort level, for APIs that take one."""
+        budget = self.thinking_budget
+        if budget is None:
+            return None
+        if isinstance(self.thinking, str):
+            return self.thinking  # type: ignore[return-value]
+        return "low" if budget < 2048 else "medium" if budget < 8192 else "high"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    """One call to a model: system text, messages, tools and settings.
+
+    ``messages`` are canonical and have been through ``transform_context``,
+    ``convert_to_llm`` and ``normalize_tool_call_history``; system messages
+    among them are hoisted into the provider's system field by the rules.
+    """
+
+    messages: tuple[Message, ...]
+    system: str | None = None
+    tools: tuple[ToolSpec, ...] = ()
+    settings: ModelSettings = field(default_factory=ModelSettings)
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Tokens a call used; adds up with ``+``."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class ModelResponse:
+    """A model's reply: an assistant message (with ``origin``), usage, stop reason."""
+
+    message: Message
+    usage: Usage = field(default_factory=Usage)
+    stop_reason: StopReason = "end_turn"
+    raw_stop_reason: str | None = None
+
+    @property
+    def tool_calls(self) -> tuple[ToolUseBlock, ...]:
+        return tuple(b for b in self.message.content if type(b) is ToolUseBlock)
+
+    @property
+    def text(self) -> str:
+        return self.message.text
+
+
+@dataclass(frozen=True, slots=True)
+class ModelEvent:
+    """A piece of a streamed reply.
+
+    ``text_delta`` and ``thinking_delta`` carry ``text``; ``tool_use`` carries a
+    complete ``tool_call``; ``done`` carries the final ``response``, which is
+    the same as a non-streamed call would have returned.
+    """
+
+    type: Literal["text_delta", "thinking_delta", "tool_use", "done"]
+    text: str = ""
+    tool_call: ToolUseBlock | None = None
+    response: ModelResponse | None = None
+
+
+class Model(ABC):
+    """A model behind one wire API. Subclasses implement :meth:`request`.
+
+    :meth:`stream` defaults to one request replayed as events; providers
+    with a streaming API override it. Both must give the same final message.
+    """
+
+    provider: str = "unknown"
+    name: str = "unknown"
+
+    @abstractmethod
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """Send ``request`` and return the complete reply."""
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Send ``request`` and yield the reply as it arrives, ``done`` last."""
+        response = await self.request(request)
+        for event in events_of(response):
+            yield event
+
+    @property
+    def id(self) -> str:
+        """``provider:name``, the model string that resolves to this model."""
+        return f"{self.provider}:{self.name}"
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.id}>"
+
+
+def events_of(response: ModelResponse) -> list[ModelEvent]:
+    """The events a stream of ``response`` would give, ``done`` last."""
+    events = []
+    for block in response.message.content:
+        if isinstance(block, TextBlock) and block.text:
+            events.append(ModelEvent("text_delta", text=block.text))
+        elif isinstance(block, ThinkingBlock) and block.thinking and not block.redacted:
+            events.append(ModelEvent("thinking_delta", text=block.thinking))
+        elif isinstance(block, ToolUseBlock):
+            events.append(ModelEvent("tool_use", tool_call=block))
+    events.append(ModelEvent("done", response=response))
+    return events
+
+
+def settings_from(values: Mapping[str, Any] | None) -> ModelSettings:
+    """ModelSettings from keyword values, ignoring the ones left as None."""
+    return ModelSettings(**{k: v for k, v in (values or {}).items() if v is not None})
