@@ -18,13 +18,16 @@ from collections.abc import Callable, Sequence
 
 from turnkit.messages import Message, TextBlock, ThinkingBlock
 from turnkit.providers.base import ModelRequest, ThinkingReplay
+from turnkit.providers.images import apply_image_policy
 
 __all__ = [
     "ToolIdMap",
     "anthropic_tool_id",
     "hoist_system",
+    "is_retryable_status",
     "nine_char_tool_id",
     "openai_chat_tool_id",
+    "prepare",
     "replay_thinking",
     "responses_call_id",
 ]
@@ -141,3 +144,23 @@ def nine_char_tool_id(original: str) -> str:
     if len(original) == 9 and original.isascii() and original.isalnum():
         return original
     return _digest(original, 9)
+
+
+async def prepare(
+    request: ModelRequest, *, provider: str, model: str, takes_image_urls: bool
+) -> tuple[str | None, tuple[Message, ...]]:
+    """All shared rules in order: system hoisted, thinking replay, image policy.
+
+    Every provider calls this first, so a fix to a rule lands once for all.
+    """
+    system, messages = hoist_system(request)
+    messages = replay_thinking(messages, provider, model, request.settings.thinking_replay)
+    messages = await apply_image_policy(
+        messages, request.settings.image_policy, provider=provider, takes_urls=takes_image_urls
+    )
+    return system, messages
+
+
+def is_retryable_status(status: int | None) -> bool:
+    """Whether an HTTP status is worth retrying: timeouts, conflicts, rate limits, 5xx."""
+    return status is None or status in (408, 409, 429) or status >= 500
