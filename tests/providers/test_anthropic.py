@@ -169,3 +169,10 @@ async def test_a_real_refusal_text_reaches_the_caller(model: AnthropicModel) -> 
     with pytest.raises(ProviderError) as caught:
         await bad.request(request(Message.user("hi")))
     assert caught.value.status == 401 and caught.value.message == "invalid x-api-key"
+
+
+async def test_rate_limits_are_retried_by_the_sdk(fake: FakeAnthropic) -> None:
+    model = AnthropicModel(MODEL, base_url=fake.base_url, api_key="test", max_retries=1)
+    fake.script(ErrorReply(429, "slow down", headers={"retry-after": "0"}), Reply("after all"))
+    assert (await model.request(request(Message.user("hi")))).text == "after all"
+    assert len(fake.requests) == 2
