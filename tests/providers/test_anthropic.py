@@ -176,3 +176,13 @@ async def test_rate_limits_are_retried_by_the_sdk(fake: FakeAnthropic) -> None:
     fake.script(ErrorReply(429, "slow down", headers={"retry-after": "0"}), Reply("after all"))
     assert (await model.request(request(Message.user("hi")))).text == "after all"
     assert len(fake.requests) == 2
+
+
+async def test_consecutive_same_role_messages_become_one_turn(
+    fake: FakeAnthropic, model: AnthropicModel
+) -> None:
+    fake.script(Reply("ok"))
+    await model.request(request(Message.user("a"), Message.user("b"), Message.assistant("c")))
+    sent = fake.last_body["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant"]
+    assert [b["text"] for b in sent[0]["content"]] == ["a", "b"]

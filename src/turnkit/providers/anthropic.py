@@ -7,7 +7,7 @@ unless given. The SDK retries rate limits, overload and 5xx with backoff.
 from __future__ import annotations
 
 import base64
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 import anthropic
@@ -101,7 +101,7 @@ class AnthropicModel(Model):
             request, provider=PROVIDER, model=self.name, takes_image_urls=True
         )
         ids = ToolIdMap(anthropic_tool_id)
-        wire = [m for m in (_message(m, ids) for m in messages) if m["content"]]
+        wire = _merge_turns(m for m in (_message(m, ids) for m in messages) if m["content"])
         _limit_cache_marks(wire)
         settings = request.settings
         budget = settings.thinking_budget
@@ -154,6 +154,17 @@ class AnthropicModel(Model):
 
 def _tool_use(block: Any) -> ToolUseBlock:
     return ToolUseBlock(block.id, block.name, block.input if isinstance(block.input, dict) else {})
+
+
+def _merge_turns(messages: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One wire message per run of same-role messages, as the API reads them."""
+    merged: list[dict[str, Any]] = []
+    for message in messages:
+        if merged and merged[-1]["role"] == message["role"]:
+            merged[-1]["content"].extend(message["content"])
+        else:
+            merged.append(message)
+    return merged
 
 
 def _message(message: Message, ids: ToolIdMap) -> dict[str, Any]:
