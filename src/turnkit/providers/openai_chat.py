@@ -1,0 +1,516 @@
+"""OpenAI Chat Completions over the official ``openai`` SDK (``AsyncOpenAI``).
+
+Also serves OpenAI-compatible servers (Ollama, vLLM, DeepSeek, Qwen, Mistral)
+by base URL. Key and base URL come from ``OPENAI_API_KEY`` /
+``OPENAI_BASE_URL`` unless given; the SDK retries rate limits and 5xx.
+
+Decisions, where the wire API leaves a choice:
+
+- System text goes in one first ``system`` message for every model: OpenAI
+  treats it as ``developer`` for reasoning models (o-series, gpt-5), and
+  compatible servers mostly do not know ``developer``.
+- Cache marks on text are ignored: Chat Completions caches prompt prefixes
+  automatically. Cached tokens are reported as ``cache_read_tokens`` and, as
+  for Anthropic, left out of ``input_tokens``.
+- Chat has no thinking input. Thinking kept by the replay rules (same
+  provider and model) is dropped, unless ``echo_reasoning=True``: then it is
+  sent back in the field the server used (``reasoning_content`` for
+  DeepSeek/Qwen, ``reasoning`` for Ollama/OpenRouter). Reasoning parsed from a
+  reply gets that field name as its ``signature``, so same-model replay works.
+- Images and files cannot go in ``tool`` messages: the tool message gets a
+  note and they move, labelled, to the front of a following user message.
+- PDFs go inline as ``file`` parts; URL documents and other types raise
+  :class:`UnsupportedContentError`, as do images or files in assistant turns.
+- ``tool_result.is_error`` has no Chat field; the content is sent as is.
+- Tool-call arguments that are not a JSON object are kept, never lost, as
+  ``{"_raw_arguments": "<the raw text>"}``; the tool's own input validation
+  then reports the problem to the model.
+- ``tool_id_style="nine"`` (Mistral-like servers): ids of exactly nine
+  alphanumerics, an assistant bridge between tool results and a following
+  user message ("Unexpected role 'user' after role 'tool'"), and
+  ``max_tokens``. Ollama also gets ``max_tokens``, everyone else
+  ``max_completion_tokens``.
+- Provider ``"ollama"`` never needs a key: ``OLLAMA_API_KEY`` or a placeholder
+  is sent, never ``OPENAI_API_KEY``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import openai
+
+from turnkit.errors import InvalidMessageError, ProviderError, UnsupportedContentError
+from turnkit.messages import (
+    Base64Source,
+    FileBlock,
+    ImageBlock,
+    Message,
+    Origin,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    thaw,
+)
+from turnkit.providers.base import Model, ModelEvent, ModelRequest, ModelResponse, StopReason, Usage
+from turnkit.providers.rules import (
+    ToolIdMap,
+    is_retryable_status,
+    nine_char_tool_id,
+    openai_chat_tool_id,
+    prepare,
+)
+
+__all__ = ["OpenAIChatModel"]
+
+PROVIDER = "openai"
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+"""Where compatible servers put reasoning text, in order of preference."""
+TOOL_BRIDGE = "Tool results received."
+_STOP: dict[str, StopReason] = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "refusal",
+}
+
+ToolIdStyle = Literal["openai", "nine"]
+
+
+class OpenAIChatModel(Model):
+    """A model behind Chat Completions, e.g. ``OpenAIChatModel("gpt-4.1")``.
+
+    ``tool_id_style="nine"`` serves Mistral-like servers; ``echo_reasoning``
+    sends a model's own ``reasoning_content`` back (DeepSeek, Qwen, Kimi in
+    tool loops).
+
+    >>> OpenAIChatModel("qwen3", base_url="http://localhost:8000/v1", echo_reasoning=True)
+    <OpenAIChatModel openai:qwen3>
+    """
+
+    provider = PROVIDER
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        max_retries: int = 2,
+        tool_id_style: ToolIdStyle = "openai",
+        echo_reasoning: bool = False,
+    ) -> None:
+        if tool_id_style not in ("openai", "nine"):
+            raise ValueError(f"tool_id_style must be 'openai' or 'nine', not {tool_id_style!r}")
+        self.name = name
+        self.tool_id_style = tool_id_style
+        self.echo_reasoning = echo_reasoning
+        self._api_key = api_key
+        self._base_url = base_url
+        self._max_retries = max_retries
+        self._client: openai.AsyncOpenAI | None = None
+
+    @property
+    def client(self) -> openai.AsyncOpenAI:
+        """The SDK client, built on first use (so ``provider`` may still change)."""
+        if self._client is None:
+            key = self._api_key
+            if key is None and self.provider == "ollama":
+                key = os.environ.get("OLLAMA_API_KEY") or "ollama"
+            try:
+                self._client = openai.AsyncOpenAI(
+                    api_key=key, base_url=self._base_url, max_retries=self._max_retries
+                )
+            except openai.OpenAIError as err:  # no key anywhere
+                raise ProviderError(str(err), provider=self.provider) from None
+        return self._client
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        params = await self.build_params(request)
+        try:
+            completion = await self.client.chat.completions.create(**params)
+        except openai.APIError as err:
+            raise self._error(err) from err
+        return self.parse(completion)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        params = await self.build_params(request)
+        params.update(stream=True, stream_options={"include_usage": True})
+        state = _StreamState()
+        try:
+            chunks = await self.client.chat.completions.create(**params)
+            async with chunks:
+                async for chunk in chunks:
+                    for event in state.feed(chunk):
+                        yield event
+        except openai.APIError as err:
+            raise self._error(err) from err
+        for event in state.close():
+            yield event
+        yield ModelEvent("done", response=self._response(state.done))
+
+    # -- request -------------------------------------------------------------
+
+    async def build_params(self, request: ModelRequest) -> dict[str, Any]:
+        """The keyword arguments for ``chat.completions.create``."""
+        system, messages = await prepare(
+            request, provider=self.provider, model=self.name, takes_image_urls=True
+        )
+        nine = self.tool_id_style == "nine"
+        ids = ToolIdMap(nine_char_tool_id if nine else openai_chat_tool_id)
+        wire = [{"role": "system", "content": system}] if system else []
+        wire += _messages(messages, ids, echo=self.echo_reasoning, bridge=nine)
+        params: dict[str, Any] = {"model": self.name, "messages": wire}
+        if request.tools:
+            params["tools"] = [_tool_spec(t) for t in request.tools]
+        settings = request.settings
+        if settings.max_output_tokens is not None:
+            old_style = nine or self.provider == "ollama"
+            limit = "max_tokens" if old_style else "max_completion_tokens"
+            params[limit] = settings.max_output_tokens
+        if settings.temperature is not None:
+            params["temperature"] = settings.temperature
+        if settings.thinking_effort is not None:
+            params["reasoning_effort"] = settings.thinking_effort
+        return params
+
+    # -- reply ---------------------------------------------------------------
+
+    def parse(self, completion: Any) -> ModelResponse:
+        """A canonical response from an SDK ``ChatCompletion``."""
+        reply = _Reply(usage=completion.usage)
+        if completion.choices:
+            choice = completion.choices[0]
+            message = choice.message
+            reply.finish = choice.finish_reason
+            reply.text.append(message.content or "")
+            reply.refusal.append(message.refusal or "")
+            reply.reasoning_field, reasoning = _reasoning_of(message)
+            reply.reasoning.append(reasoning)
+            for call in message.tool_calls or ():
+                function = getattr(call, "function", None)
+                if function is not None:
+                    reply.add_call(call.id, function.name, function.arguments)
+        return self._response(reply)
+
+    def _response(self, reply: _Reply) -> ModelResponse:
+        reasoning, text, refusal = map("".join, (reply.reasoning, reply.text, reply.refusal))
+        blocks: list[Any] = [ThinkingBlock(reasoning, reply.reasoning_field)] if reasoning else []
+        blocks += [TextBlock(part) for part in (text, refusal) if part]
+        blocks += reply.calls
+        stop = _STOP.get(reply.finish or "", "other")
+        if refusal:
+            stop = "refusal"
+        elif reply.calls and stop == "end_turn":
+            stop = "tool_use"  # some compatible servers say "stop" after tool calls
+        return ModelResponse(
+            Message("assistant", tuple(blocks), origin=Origin(self.provider, self.name)),
+            _usage(reply.usage),
+            stop,
+            reply.finish,
+        )
+
+    def _error(self, err: openai.APIError) -> ProviderError:
+        if isinstance(err, openai.APIStatusError):
+            body = err.body if isinstance(err.body, dict) else {}
+            message = body.get("message") if isinstance(body.get("message"), str) else None
+            return ProviderError(
+                message or err.message,
+                provider=self.provider,
+                status=err.status_code,
+                retryable=is_retryable_status(err.status_code),
+                retry_after=_retry_after(err.response.headers),
+            )
+        # Connection failures, timeouts and errors sent inside a stream.
+        return ProviderError(err.message or str(err), provider=self.provider, retryable=True)
+
+
+# -- request conversion -------------------------------------------------------
+
+
+def _tool_spec(tool: Any) -> dict[str, Any]:
+    function: dict[str, Any] = {"name": tool.name, "parameters": thaw(tool.input_schema)}
+    if tool.description:
+        function["description"] = tool.description
+    return {"type": "function", "function": function}
+
+
+def _messages(
+    messages: Sequence[Message], ids: ToolIdMap, *, echo: bool, bridge: bool
+) -> list[dict[str, Any]]:
+    """Canonical messages as Chat messages (``tool`` messages split out of user turns)."""
+    wire: list[dict[str, Any]] = []
+    for index, message in enumerate(messages):
+        if message.role == "assistant":
+            converted = _assistant(message, ids, echo=echo, where=f"messages[{index}]")
+            wire += [converted] if converted else []
+            continue
+        tools, user = _user(message, ids, where=f"messages[{index}]")
+        wire += tools
+        if user is not None:
+            if bridge and wire and wire[-1]["role"] == "tool":
+                wire.append({"role": "assistant", "content": TOOL_BRIDGE})
+            wire.append(user)
+    return wire
+
+
+def _assistant(
+    message: Message, ids: ToolIdMap, *, echo: bool, where: str
+) -> dict[str, Any] | None:
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    reasoning: dict[str, list[str]] = {}
+    for block in message.content:
+        if isinstance(block, TextBlock):
+            texts.append(block.text)
+        elif isinstance(block, ToolUseBlock):
+            arguments = json.dumps(block.input)
+            function = {"name": block.name, "arguments": arguments}
+            calls.append({"id": ids(block.id), "type": "function", "function": function})
+        elif isinstance(block, ThinkingBlock):
+            if echo and not block.redacted and block.thinking:
+                name = block.signature if block.signature in REASONING_FIELDS else None
+                reasoning.setdefault(name or REASONING_FIELDS[0], []).append(block.thinking)
+        else:
+            raise UnsupportedContentError(
+                f"{where}: Chat Completions takes {block.type} blocks only in user messages",
+                provider=PROVIDER,
+            )
+    text = "\n".join(t for t in texts if t)
+    if not (text or calls or reasoning):
+        return None  # only thinking that Chat cannot take
+    out: dict[str, Any] = {"role": "assistant", "content": text or (None if calls else "")}
+    if calls:
+        out["tool_calls"] = calls
+    for name, parts in reasoning.items():
+        out[name] = "\n".join(parts)
+    return out
+
+
+def _user(
+    message: Message, ids: ToolIdMap, *, where: str
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """Tool messages for the tool results, then the user message (or None)."""
+    tools: list[dict[str, Any]] = []
+    moved: list[dict[str, Any]] = []
+    parts: list[dict[str, Any]] = []
+    for index, block in enumerate(message.content):
+        if isinstance(block, ToolResultBlock):
+            tool, attachments = _tool_message(block, ids, where=f"{where}.content[{index}]")
+            tools.append(tool)
+            moved += attachments
+        else:
+            parts.append(_user_part(block, where=f"{where}.content[{index}]"))
+    parts = moved + parts
+    if not parts:
+        return tools, None
+    if len(parts) == 1 and parts[0]["type"] == "text":
+        return tools, {"role": message.role, "content": parts[0]["text"]}
+    return tools, {"role": message.role, "content": parts}
+
+
+def _tool_message(
+    block: ToolResultBlock, ids: ToolIdMap, *, where: str
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The ``tool`` message, and attachments that must travel in a user message."""
+    call_id = ids(block.tool_use_id)
+    if isinstance(block.content, str):
+        return {"role": "tool", "tool_call_id": call_id, "content": block.content}, []
+    texts = [p.text for p in block.content if isinstance(p, TextBlock)]
+    attachments = [
+        _user_part(part, where=f"{where}.content[{index}]")
+        for index, part in enumerate(block.content)
+        if not isinstance(part, TextBlock)
+    ]
+    if attachments:
+        count = len(attachments)
+        texts.append(
+            f"[{count} attachment{'s' if count > 1 else ''} of this result "
+            "follow in the next user message]"
+        )
+        label = {"type": "text", "text": f"Attachments from tool result {call_id}:"}
+        attachments.insert(0, label)
+    content = "\n".join(texts)
+    return {"role": "tool", "tool_call_id": call_id, "content": content}, attachments
+
+
+def _user_part(block: Any, *, where: str) -> dict[str, Any]:
+    if isinstance(block, TextBlock):
+        return {"type": "text", "text": block.text}
+    if isinstance(block, ImageBlock):
+        source = block.source
+        url = (
+            f"data:{source.media_type};base64,{source.data}"
+            if isinstance(source, Base64Source)
+            else source.url
+        )
+        return {"type": "image_url", "image_url": {"url": url}}
+    return _file_part(block, where=where)  # placement rules leave only files here
+
+
+def _file_part(block: FileBlock, *, where: str) -> dict[str, Any]:
+    source = block.source
+    if not isinstance(source, Base64Source):
+        problem = f"files inline (base64), not by URL ({source.url})"
+    elif source.media_type != "application/pdf":
+        problem = f"PDF files, not {source.media_type}"
+    else:
+        data = f"data:application/pdf;base64,{source.data}"
+        return {"type": "file", "file": {"filename": block.filename, "file_data": data}}
+    message = f"{where}: Chat Completions takes {problem} ({block.filename})"
+    raise UnsupportedContentError(message, provider=PROVIDER)
+
+
+# -- reply parsing ----------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Reply:
+    """One reply's parts, gathered from a completion or from stream chunks."""
+
+    text: list[str] = field(default_factory=list)
+    refusal: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    reasoning_field: str | None = None
+    calls: list[ToolUseBlock] = field(default_factory=list)
+    finish: str | None = None
+    usage: Any = None
+
+    def add_call(
+        self, call_id: str | None, name: str | None, arguments: str | None
+    ) -> ToolUseBlock:
+        """Add a tool call; a missing or repeated id gets a fresh one, never a crash."""
+        taken = {c.id for c in self.calls}
+        if not call_id or call_id in taken:
+            call_id = "call_" + uuid.uuid4().hex[:24]
+        call = _tool_use(call_id, name or "unknown_tool", arguments or "")
+        self.calls.append(call)
+        return call
+
+
+def _tool_use(call_id: str, name: str, arguments: str) -> ToolUseBlock:
+    try:
+        value = json.loads(arguments, parse_constant=_no_constant) if arguments.strip() else {}
+        if isinstance(value, dict):
+            return ToolUseBlock(call_id, name, value)
+    except (ValueError, InvalidMessageError):  # bad JSON, NaN, nested too deep
+        pass
+    return ToolUseBlock(call_id, name, {"_raw_arguments": arguments})
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _reasoning_of(message: Any) -> tuple[str | None, str]:
+    """The field name and text of reasoning a compatible server sent, if any."""
+    extra = getattr(message, "model_extra", None) or {}
+    for name in REASONING_FIELDS:
+        value = extra.get(name)
+        if isinstance(value, str) and value:
+            return name, value
+    return None, ""
+
+
+def _usage(usage: Any) -> Usage:
+    if usage is None:
+        return Usage()
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) or 0
+    prompt = usage.prompt_tokens or 0
+    return Usage(max(prompt - cached, 0), usage.completion_tokens or 0, cached, 0)
+
+
+def _retry_after(headers: Any) -> float | None:
+    """Seconds to wait, from ``retry-after-ms`` or ``retry-after`` (as OpenAI sends them)."""
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        try:
+            return float(headers.get(name)) / scale
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
+# -- streaming --------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _OpenCall:
+    """A streamed tool call still receiving argument fragments."""
+
+    id: str | None = None
+    name: str | None = None
+    arguments: list[str] = field(default_factory=list)
+
+
+class _StreamState:
+    """Gathers chunks into a :class:`_Reply`, yielding events as parts arrive."""
+
+    def __init__(self) -> None:
+        self.open: dict[int, _OpenCall] = {}
+        self.done = _Reply()
+
+    def feed(self, chunk: Any) -> list[ModelEvent]:
+        """The events one ``chat.completion.chunk`` gives."""
+        if getattr(chunk, "usage", None) is not None:
+            self.done.usage = chunk.usage
+        events: list[ModelEvent] = []
+        for choice in chunk.choices or ():
+            if choice.index != 0:
+                continue
+            delta = choice.delta
+            if delta is not None:
+                events += self._delta(delta)
+            if choice.finish_reason:
+                self.done.finish = choice.finish_reason
+                events += self.close()
+        return events
+
+    def _delta(self, delta: Any) -> list[ModelEvent]:
+        events: list[ModelEvent] = []
+        name, reasoning = _reasoning_of(delta)
+        done = self.done
+        if reasoning:
+            done.reasoning_field = done.reasoning_field or name
+            done.reasoning.append(reasoning)
+            events.append(ModelEvent("thinking_delta", text=reasoning))
+        if delta.content:
+            done.text.append(delta.content)
+            events.append(ModelEvent("text_delta", text=delta.content))
+        if delta.refusal:
+            done.refusal.append(delta.refusal)
+        for fragment in delta.tool_calls or ():
+            events += self._fragment(fragment)
+        return events
+
+    def _fragment(self, fragment: Any) -> list[ModelEvent]:
+        index = fragment.index if fragment.index is not None else max(self.open, default=0)
+        events: list[ModelEvent] = []
+        call = self.open.get(index)
+        if call is None or (fragment.id and call.id and fragment.id != call.id):
+            # A new call: earlier ones are complete (servers send calls in order).
+            events = self.close()
+            call = self.open[index] = _OpenCall()
+        call.id = call.id or fragment.id
+        function = fragment.function
+        if function is not None:
+            call.name = call.name or function.name
+            if function.arguments:
+                call.arguments.append(function.arguments)
+        return events
+
+    def close(self) -> list[ModelEvent]:
+        """Complete every open tool call, in index order."""
+        events = []
+        for index in sorted(self.open):
+            call = self.open.pop(index)
+            block = self.done.add_call(call.id, call.name, "".join(call.arguments))
+            events.append(ModelEvent("tool_use", tool_call=block))
+        return events
