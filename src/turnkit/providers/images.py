@@ -8,10 +8,7 @@ loopback or link-local address unless the policy says so.
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import ipaddress
-import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -67,12 +64,20 @@ async def apply_image_policy(
     policy = policy or ImagePolicy()
     out = []
     for message in messages:
+        if not any(map(_may_hold_images, message.content)):
+            out.append(message)
+            continue
         content = tuple(
             [await _image_part(b, policy, provider, takes_urls) for b in message.content]
         )
         same = all(a is b for a, b in zip(content, message.content, strict=True))
         out.append(message if same else message.clone(content=content))
     return tuple(out)
+
+
+def _may_hold_images(block: object) -> bool:
+    kind = type(block)
+    return kind is ImageBlock or (kind is ToolResultBlock and not isinstance(block.content, str))
 
 
 async def _image_part(block, policy: ImagePolicy, provider: str, takes_urls: bool):  # type: ignore[no-untyped-def]
@@ -124,6 +129,10 @@ async def fetch_image(source: UrlSource, policy: ImagePolicy) -> Base64Source:
 
 
 async def _refuse_private(host: str) -> None:
+    import asyncio  # imported here: loading them costs `import turnkit` ~30 ms
+    import ipaddress
+    import socket
+
     try:
         infos = await asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM)
     except OSError as err:
