@@ -1,5 +1,6 @@
 """turnkit: LLM agents over structured, validated, immutable message histories."""
 
+from turnkit.agent import Agent, AgentConfig, RunContext, RunResult, StreamEvent
 from turnkit.errors import InvalidMessageError, TurnkitError
 from turnkit.messages import (
     Base64Source,
@@ -20,10 +21,13 @@ from turnkit.messages import (
     validate_blocks,
     validate_messages,
 )
+from turnkit.tools import Tool, tool
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Agent",
+    "AgentConfig",
     "Base64Source",
     "CacheControl",
     "FileBlock",
@@ -31,8 +35,12 @@ __all__ = [
     "InvalidMessageError",
     "Message",
     "Origin",
+    "RunContext",
+    "RunResult",
+    "StreamEvent",
     "TextBlock",
     "ThinkingBlock",
+    "Tool",
     "ToolResultBlock",
     "ToolUseBlock",
     "TurnkitError",
@@ -41,6 +49,7 @@ __all__ = [
     "default_convert_to_llm",
     "message_text_body",
     "normalize_tool_call_history",
+    "tool",
     "validate_blocks",
     "validate_messages",
 ]

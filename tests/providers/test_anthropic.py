@@ -186,3 +186,13 @@ async def test_consecutive_same_role_messages_become_one_turn(
     sent = fake.last_body["messages"]
     assert [m["role"] for m in sent] == ["user", "assistant"]
     assert [b["text"] for b in sent[0]["content"]] == ["a", "b"]
+
+
+def test_one_model_serves_several_event_loops(fake: FakeAnthropic) -> None:
+    import asyncio
+
+    model = AnthropicModel(MODEL, base_url=fake.base_url, api_key="test", max_retries=0)
+    fake.script(Reply("one"), Reply("two"))
+    first = asyncio.run(model.request(request(Message.user("hi"))))
+    second = asyncio.run(model.request(request(Message.user("hi"))))
+    assert (first.text, second.text) == ("one", "two")

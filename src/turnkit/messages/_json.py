@@ -33,7 +33,7 @@ class FrozenDict(dict):
     __slots__ = ("_hash",)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        dict.__init__(self, _freeze_object(dict(*args, **kwargs), 1))
+        dict.__init__(self, freeze_json(dict(*args, **kwargs)))
 
     def _refuse(self, *args: object, **kwargs: object) -> NoReturn:
         raise TypeError("FrozenDict is immutable; use turnkit.messages.thaw() for a mutable copy")
@@ -92,10 +92,14 @@ def freeze_json(value: object, path: str = "") -> Any:
         return _freeze(value, 1)
     except _NotPlain as err:
         steps = "".join(reversed(err.steps))
-        where = path + steps if not path or steps.startswith("[") else f"{path}{steps}"
         why = err.why
         if why == "too deep":
-            why = "a cycle" if _has_cycle(value) else f"more than {MAX_DEPTH} nested containers"
+            cycle = _cycle_steps(value)
+            if cycle is None:
+                why = f"more than {MAX_DEPTH} nested containers"
+            else:
+                steps, why = cycle, "a cycle"
+        where = path + steps if path else steps.removeprefix(".")
         raise InvalidMessageError(where, f"not plain data ({why})") from None
 
 
@@ -106,8 +110,6 @@ def _freeze(value: object, depth: int) -> Any:
         return _freeze_object(value, depth)  # type: ignore[arg-type]
     if kind is list or kind is tuple:
         return _freeze_array(value, depth)  # type: ignore[arg-type]
-    if kind is _CheckedFrozenDict:
-        return value
     if kind in _SCALARS:
         return value
     if kind is float:
@@ -133,7 +135,7 @@ def _freeze_object(value: Mapping[Any, Any], depth: int) -> FrozenDict:
         try:
             frozen[key] = _freeze(item, depth + 1)
         except _NotPlain as err:
-            err.steps.append(f".{key}" if key.isidentifier() else f"[{key!r}]")
+            err.steps.append(_key_step(key))
             raise
     return _CheckedFrozenDict(frozen)
 
@@ -160,27 +162,39 @@ def _describe(value: object) -> str:
     return type(value).__name__
 
 
-def _has_cycle(value: object) -> bool:
-    """Whether a container holds itself; only asked once a walk ran too deep."""
+def _cycle_steps(value: object) -> str | None:
+    """The path to where a container holds itself, if one does.
+
+    Only asked once a walk ran too deep, so it need not be fast.
+    """
     on_path: set[int] = set()
 
-    def visit(item: object) -> bool:
+    def visit(item: object) -> list[str] | None:
         if isinstance(item, Mapping):
-            children = item.values()
+            children = [(_key_step(key), child) for key, child in item.items()]
         elif isinstance(item, (list, tuple)):
-            children = item
+            children = [(f"[{index}]", child) for index, child in enumerate(item)]
         else:
-            return False
+            return None
         if id(item) in on_path:
-            return True
+            return []
         if len(on_path) > MAX_DEPTH * 4:
-            return False
+            return None
         on_path.add(id(item))
-        found = any(visit(child) for child in children)
+        for step, child in children:
+            found = visit(child)
+            if found is not None:
+                found.append(step)
+                return found
         on_path.discard(id(item))
-        return found
+        return None
 
-    return visit(value)
+    found = visit(value)
+    return None if found is None else "".join(reversed(found))
+
+
+def _key_step(key: object) -> str:
+    return f".{key}" if isinstance(key, str) and key.isidentifier() else f"[{key!r}]"
 
 
 def thaw(value: Any) -> Any:

@@ -31,7 +31,6 @@ _TYPE_NAMES = {
     "set": "a set",
     "NoneType": "null",
 }
-_NESTED_PART = re.compile(r".*content\[\d+\]\.content\[\d+\]\.type")
 _EXPECTED = re.compile(r"Expected `([^`]+)`(?:, got `([^`]+)`)?")
 _FIELD = re.compile(r"Object (missing required|contains unknown) field `([^`]+)`")
 _BAD_VALUE = re.compile(r"Invalid (?:enum )?value (.+)")
@@ -42,25 +41,32 @@ _CHOICES = {
 }
 
 
-def from_wire(value: Any, kind: type[T] | Any, root: str) -> T:
-    """Convert ``value`` to ``kind``; errors name their place under ``root``."""
+def from_wire(value: Any, kind: type[T] | Any, root: str, *, messages: bool = False) -> T:
+    """Convert ``value`` to ``kind``; errors name their place under ``root``.
+
+    ``messages`` says that ``value`` is a message or a list of them (rather
+    than blocks), which decides how a bad ``type`` or a non-object is named.
+    """
     try:
         return msgspec.convert(value, kind)
     except msgspec.ValidationError as err:
-        raise _translate(err, root) from None
+        raise _translate(err, root, messages) from None
 
 
-def _translate(err: msgspec.ValidationError, root: str) -> InvalidMessageError:
+def _translate(err: msgspec.ValidationError, root: str, messages: bool) -> InvalidMessageError:
     text, _, where = str(err).rpartition(" - at `")
     if not text:
         text, where = where, "$`"
     if where.startswith("key` in `"):
         return InvalidMessageError(_path(root, where[9:-1]), "object keys must be strings")
-    path = _path(root, where[:-1])
+    location = where[:-1]
+    path = _path(root, location)
     cause = err.__cause__ or err.__context__
     if isinstance(cause, InvalidMessageError):
         return cause.within(path)
-    return _problem(text, path)
+    # 0: a message, 1: a block, 2: a part of a tool_result
+    level = location.count("content[") + (0 if messages else 1)
+    return _problem(text, path, level)
 
 
 def _path(root: str, location: str) -> str:
@@ -68,19 +74,21 @@ def _path(root: str, location: str) -> str:
     return path[1:] if path.startswith(".") else path
 
 
-def _problem(text: str, path: str) -> InvalidMessageError:
+def _problem(text: str, path: str, level: int) -> InvalidMessageError:
     if match := _FIELD.fullmatch(text):
         problem = "required field is missing" if match[1] == "missing required" else "unknown field"
         return InvalidMessageError(f"{path}.{match[2]}" if path else match[2], problem)
     if match := _EXPECTED.fullmatch(text):
-        expected = _TYPE_NAMES.get(match[1], match[1])
-        got = _TYPE_NAMES.get(match[2], match[2]) if match[2] else None
+        expected = _type_names(match[1])
+        got = _type_names(match[2]) if match[2] else None
         if match[2] == "str" and match[1] == "array" and path.endswith("content"):
             problem = "expected a list of content blocks, got a string (use a text block)"
             return InvalidMessageError(path, problem)
-        if match[2] == "str" and match[1] == "object" and path.endswith("]"):
-            problem = "expected a content block, got a string (use a text block)"
-            return InvalidMessageError(path, problem)
+        if match[1] == "object" and path.endswith("]"):
+            if level == 0:
+                return InvalidMessageError(path, f"expected a message object, got {got}")
+            hint = " (use a text block)" if match[2] == "str" else ""
+            return InvalidMessageError(path, f"expected a content block, got {got}{hint}")
         return InvalidMessageError(
             path, f"expected {expected}, got {got}" if got else f"expected {expected}"
         )
@@ -88,18 +96,23 @@ def _problem(text: str, path: str) -> InvalidMessageError:
         field = path.rpartition(".")[2]
         what, allowed = _CHOICES.get(field, ("invalid value", None))
         if field == "type":
-            what, allowed = _type_choices(path)
+            what, allowed = _type_choices(path, level)
         hint = f" (use {allowed})" if allowed else ""
         return InvalidMessageError(path, f"{what} {match[1]}{hint}")
     return InvalidMessageError(path, text[:1].lower() + text[1:])
 
 
-def _type_choices(path: str) -> tuple[str, str]:
+def _type_names(spec: str) -> str:
+    """msgspec's ``str | null`` in words: ``a string or null``."""
+    return " or ".join(_TYPE_NAMES.get(name, name) for name in spec.split(" | "))
+
+
+def _type_choices(path: str, level: int) -> tuple[str, str]:
     """What a bad ``type`` value means, judged by where it sits."""
-    if _NESTED_PART.fullmatch(path):
-        return "block type not allowed in a tool_result:", "text, image or file"
     if path.endswith("source.type"):
         return "unknown source type", "'base64' or 'url'"
-    if "content[" in path.rpartition(".")[0] or path.startswith("blocks"):
+    if level == 0:
+        return "unknown message type", "standard, compaction, branch_summary or custom"
+    if level == 1:
         return "unknown block type", "text, image, file, thinking, tool_use or tool_result"
-    return "unknown message type", "standard, compaction, branch_summary or custom"
+    return "block type not allowed in a tool_result:", "text, image or file"

@@ -24,7 +24,7 @@ from turnkit.messages._checks import (
     need_choice,
     need_str,
 )
-from turnkit.messages._json import FrozenDict, thaw
+from turnkit.messages._json import thaw
 from turnkit.messages._wire import from_wire
 
 __all__ = [
@@ -194,7 +194,7 @@ class ToolUseBlock(_Frozen, tag="tool_use", tag_field="type"):
     type: ClassVar[str] = "tool_use"
     id: str
     name: str
-    input: Any = msgspec.field(default_factory=FrozenDict)
+    input: Any
 
     def __post_init__(self) -> None:
         if type(self.id) is not str or not self.id:
@@ -216,7 +216,7 @@ class ToolResultBlock(_Frozen, tag="tool_result", tag_field="type"):
 
     type: ClassVar[str] = "tool_result"
     tool_use_id: str
-    content: str | tuple[ResultPart, ...] = ""
+    content: str | tuple[ResultPart, ...]
     is_error: bool = False
 
     def __post_init__(self) -> None:
@@ -281,5 +281,6 @@ def block_from_dict(data: object, path: str = "") -> Block:
     if isinstance(data, BLOCK_TYPES):
         return data  # type: ignore[return-value]
     if not isinstance(data, dict):
-        raise InvalidMessageError(path, f"expected a content block, got {kind_of(data)}")
+        hint = " (use a text block)" if isinstance(data, str) else ""
+        raise InvalidMessageError(path, f"expected a content block, got {kind_of(data)}{hint}")
     return from_wire(data, Block, path)

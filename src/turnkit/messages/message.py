@@ -11,7 +11,13 @@ from urllib.parse import unquote_to_bytes
 from msgspec.structs import force_setattr, replace
 
 from turnkit.errors import InvalidMessageError
-from turnkit.messages._checks import check_json_object, kind_of, need_choice, need_str
+from turnkit.messages._checks import (
+    IMAGE_MEDIA_TYPES,
+    check_json_object,
+    kind_of,
+    need_choice,
+    need_str,
+)
 from turnkit.messages._json import thaw
 from turnkit.messages._wire import from_wire
 from turnkit.messages.blocks import (
@@ -68,7 +74,7 @@ class Message(_Frozen):
     """
 
     role: Role
-    content: tuple[Block, ...] = ()
+    content: tuple[Block, ...]
     type: MessageType = "standard"
     id: str | None = None
     metadata: Any = None
@@ -107,7 +113,7 @@ class Message(_Frozen):
         """Build a message from its wire dict (see :meth:`to_dict`)."""
         if not isinstance(data, Mapping):
             raise InvalidMessageError("", f"expected a message object, got {kind_of(data)}")
-        return from_wire(dict(data), cls, "")
+        return from_wire(dict(data), cls, "", messages=True)
 
     def to_dict(self) -> dict[str, Any]:
         """The wire dict: plain, mutable, optional fields omitted at their default."""
@@ -176,9 +182,15 @@ def _check_placement(content: tuple[Block, ...], role: str) -> None:
     allowed = tuple(_ALLOWED_BLOCKS[role])
     for index, block in enumerate(content):
         if not isinstance(block, allowed):
-            problem = f"a {block.type} block is not allowed in a {role} message"
+            kind = block.type
+            problem = f"{_a(kind)} {kind} block is not allowed in {_a(role)} {role} message"
             raise InvalidMessageError(f"content[{index}]", problem)
     _check_unique_ids(content)
+
+
+def _a(word: str) -> str:
+    """The article for a role or block type ("an image", "a user")."""
+    return "an" if word in ("assistant", "image") else "a"
 
 
 def _check_unique_ids(content: tuple[Block, ...]) -> None:
@@ -199,23 +211,31 @@ def _parts(parts: tuple[object, ...]) -> tuple[object, ...]:
 
 
 def _data_url_source(url: str) -> Base64Source:
-    """``data:image/png;base64,...`` (or percent-encoded data) as a base64 source."""
+    """``data:image/png;base64,...`` (or percent-encoded data) as a base64 source.
+
+    Unpadded or non-canonical base64 is re-encoded; errors name ``url``.
+    """
     header, comma, payload = url[5:].partition(",")
     params = header.split(";")
-    media_type = params[0] or "text/plain"
+    media_type = params[0].lower() or "text/plain"
     if not comma:
         raise InvalidMessageError("url", "malformed data: URL (no comma before the data)")
+    if media_type not in IMAGE_MEDIA_TYPES:
+        allowed = ", ".join(sorted(IMAGE_MEDIA_TYPES))
+        problem = f"unsupported image type {media_type!r} in data: URL (use {allowed})"
+        raise InvalidMessageError("url", problem)
     is_base64 = "base64" in params[1:]
     if is_base64 and "%" not in payload:
         try:
-            return ImageBlock(Base64Source(media_type, payload)).source  # type: ignore[return-value]
+            return Base64Source(media_type, payload)
         except InvalidMessageError:
             pass  # perhaps valid but not canonical (unpadded): re-encoded below
     try:
         raw = unquote_to_bytes(payload)
-        raw = base64.b64decode(raw, validate=True) if is_base64 else raw
+        if is_base64:
+            raw = base64.b64decode(raw + b"=" * (-len(raw) % 4), validate=True)
     except (binascii.Error, ValueError):
         raise InvalidMessageError("url", "data: URL holds invalid base64") from None
-    source = Base64Source(media_type, base64.b64encode(raw).decode("ascii"))
-    ImageBlock(source)  # refuses a media type that is not an image type
-    return source
+    if not raw:
+        raise InvalidMessageError("url", "data: URL holds no data")
+    return Base64Source(media_type, base64.b64encode(raw).decode("ascii"))

@@ -21,7 +21,7 @@ def validate_messages(value: object, *, path: str = "messages") -> tuple[Message
     """
     if not isinstance(value, (list, tuple)):
         raise InvalidMessageError(path, f"expected a list of messages, got {kind_of(value)}")
-    messages = from_wire(value, tuple[Message, ...], path)
+    messages = from_wire(value, tuple[Message, ...], path, messages=True)
     _check_unique_tool_ids(messages, path)
     return messages
 

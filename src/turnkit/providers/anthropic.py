@@ -57,14 +57,12 @@ class AnthropicModel(Model):
         self.name = name
         self.default_max_tokens = default_max_tokens
         self._client_args = {"api_key": api_key, "base_url": base_url, "max_retries": max_retries}
-        self._client: anthropic.AsyncAnthropic | None = None
 
     @property
     def client(self) -> anthropic.AsyncAnthropic:
-        if self._client is None:
-            args = {k: v for k, v in self._client_args.items() if v is not None}
-            self._client = anthropic.AsyncAnthropic(**args)
-        return self._client
+        """The SDK client of the running event loop."""
+        args = {k: v for k, v in self._client_args.items() if v is not None}
+        return self.per_loop(lambda: anthropic.AsyncAnthropic(**args))
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         params = await self.build_params(request)

@@ -8,10 +8,12 @@ request, and parses the reply back into canonical blocks.
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from turnkit.messages import (
     FrozenDict,
@@ -21,6 +23,8 @@ from turnkit.messages import (
     ToolUseBlock,
     freeze_json,
 )
+
+T = TypeVar("T")
 
 __all__ = [
     "Model",
@@ -183,6 +187,21 @@ class Model(ABC):
         response = await self.request(request)
         for event in events_of(response):
             yield event
+
+    def per_loop(self, make: Callable[[], T]) -> T:
+        """``make()`` once per running event loop, then the same value again.
+
+        Async SDK clients pool connections bound to the loop that opened
+        them, and the sync twins run each call on a fresh loop, so a client
+        must never be shared across loops.
+        """
+        clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any]
+        clients = self.__dict__.setdefault("_clients_by_loop", weakref.WeakKeyDictionary())
+        loop = asyncio.get_running_loop()
+        client = clients.get(loop)
+        if client is None:
+            client = clients[loop] = make()
+        return client
 
     @property
     def id(self) -> str:

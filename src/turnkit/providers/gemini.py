@@ -62,13 +62,13 @@ class GeminiModel(Model):
         self._options = types.HttpOptions(
             base_url=base_url, retry_options=types.HttpRetryOptions(attempts=max_retries + 1)
         )
-        self._client: genai.Client | None = None
 
     @property
     def client(self) -> genai.Client:
-        if self._client is None:
-            self._client = genai.Client(api_key=self._api_key, http_options=self._options)
-        return self._client
+        """The SDK client of the running event loop."""
+        return self.per_loop(
+            lambda: genai.Client(api_key=self._api_key, http_options=self._options)
+        )
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         params = await self.build_params(request)

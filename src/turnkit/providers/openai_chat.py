@@ -115,22 +115,22 @@ class OpenAIChatModel(Model):
         self._api_key = api_key
         self._base_url = base_url
         self._max_retries = max_retries
-        self._client: openai.AsyncOpenAI | None = None
 
     @property
     def client(self) -> openai.AsyncOpenAI:
-        """The SDK client, built on first use (so ``provider`` may still change)."""
-        if self._client is None:
-            key = self._api_key
-            if key is None and self.provider == "ollama":
-                key = os.environ.get("OLLAMA_API_KEY") or "ollama"
-            try:
-                self._client = openai.AsyncOpenAI(
-                    api_key=key, base_url=self._base_url, max_retries=self._max_retries
-                )
-            except openai.OpenAIError as err:  # no key anywhere
-                raise ProviderError(str(err), provider=self.provider) from None
-        return self._client
+        """The SDK client of the running event loop, built on first use there."""
+        return self.per_loop(self._new_client)
+
+    def _new_client(self) -> openai.AsyncOpenAI:
+        key = self._api_key
+        if key is None and self.provider == "ollama":
+            key = os.environ.get("OLLAMA_API_KEY") or "ollama"
+        try:
+            return openai.AsyncOpenAI(
+                api_key=key, base_url=self._base_url, max_retries=self._max_retries
+            )
+        except openai.OpenAIError as err:  # no key anywhere
+            raise ProviderError(str(err), provider=self.provider) from None
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         params = await self.build_params(request)

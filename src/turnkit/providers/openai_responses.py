@@ -108,15 +108,12 @@ class OpenAIResponsesModel(Model):
         self.name = name
         self.store = store
         self._client_args = {"api_key": api_key, "base_url": base_url, "max_retries": max_retries}
-        self._client: openai.AsyncOpenAI | None = None
 
     @property
     def client(self) -> openai.AsyncOpenAI:
-        """The SDK client, made on first use."""
-        if self._client is None:
-            args = {k: v for k, v in self._client_args.items() if v is not None}
-            self._client = openai.AsyncOpenAI(**args)
-        return self._client
+        """The SDK client of the running event loop."""
+        args = {k: v for k, v in self._client_args.items() if v is not None}
+        return self.per_loop(lambda: openai.AsyncOpenAI(**args))
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         params = await self.build_params(request)

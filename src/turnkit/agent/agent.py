@@ -1,0 +1,242 @@
+"""Agent: one model, its tools and hooks, and a conversation history."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from turnkit._sync import run_sync
+from turnkit.agent._inputs import history_input, message_input, prompt_blocks, run_input
+from turnkit.agent.config import AgentConfig, resolve_agent_model
+from turnkit.agent.context import RunContext, apply_after_run, apply_before_run, latest_prompt
+from turnkit.agent.loop import RunState, Turns
+from turnkit.agent.results import RunResult, StreamEvent
+from turnkit.messages import Block, Message, validate_messages
+from turnkit.providers.base import Model, settings_from
+from turnkit.tools import Tool, tool
+
+__all__ = ["Agent"]
+
+RunInput = str | Sequence[Message | dict[str, Any]]
+PromptInput = str | Sequence[Block | dict[str, Any]]
+
+
+class Agent:
+    """An LLM agent: a model, a system prompt, tools, hooks and a history.
+
+    >>> from turnkit.testing import ScriptedModel
+    >>> agent = Agent(AgentConfig("helper", model=ScriptedModel(["Hi!"])))
+    >>> agent.prompt_sync("Hello").output
+    'Hi!'
+    >>> [m.role for m in agent.get_history()]
+    ['user', 'assistant']
+
+    ``run()`` and ``stream()`` are fresh: they neither read nor write the
+    history. ``prompt()`` adds one user turn and, on success, appends it with
+    the run's replies to the history. Every input is validated before
+    anything happens (:class:`~turnkit.InvalidMessageError`). A model or
+    provider error fails the run (``RunResult.success`` is False); errors in
+    hooks and in ``transform_context``/``convert_to_llm`` propagate.
+    """
+
+    def __init__(self, config: AgentConfig) -> None:
+        if not isinstance(config, AgentConfig):
+            raise TypeError(f"Agent takes an AgentConfig, got {type(config).__name__}")
+        if not isinstance(config.name, str) or not config.name:
+            raise ValueError("AgentConfig.name must be a non-empty string")
+        if type(config.max_turns) is not int or config.max_turns < 1:
+            raise ValueError(f"AgentConfig.max_turns must be an int >= 1, got {config.max_turns!r}")
+        if config.backend is not None:
+            raise NotImplementedError("AgentConfig.backend is not supported yet")
+        self._config = config
+        self._history = history_input(config.history)
+        self._turns = Turns(
+            system=config.system,
+            tools=_tool_map(config.tools),
+            settings=settings_from(
+                {
+                    "max_output_tokens": config.max_output_tokens,
+                    "temperature": config.temperature,
+                    "thinking": config.thinking,
+                }
+            ),
+            max_turns=config.max_turns,
+            transform_context=config.transform_context,
+            convert_to_llm=config.convert_to_llm,
+        )
+        self._model: Model | None = None
+        import threading  # here, not at the top: it keeps `import turnkit` lighter
+
+        self._busy = threading.Lock()
+
+    @property
+    def config(self) -> AgentConfig:
+        """The configuration this agent was built from."""
+        return self._config
+
+    @property
+    def name(self) -> str:
+        return self._config.name
+
+    @property
+    def tools(self) -> tuple[Tool, ...]:
+        """The agent's tools, in the order given."""
+        return tuple(self._turns.tools.values())
+
+    def __repr__(self) -> str:
+        return f"<Agent {self.name!r}>"
+
+    # -- history -------------------------------------------------------------
+
+    def get_history(self) -> list[Message]:
+        """The conversation so far, as a new list each call."""
+        return list(self._history)
+
+    def add_message(self, message: Message | dict[str, Any]) -> None:
+        """Add ``message`` (a dict or Message) to the history, without a run.
+
+        A message with the same non-empty ``id`` as one in the history
+        replaces it in place; any other is appended. No hook runs. Raises
+        RuntimeError while a ``prompt()`` or ``continue_run()`` is in progress.
+        """
+        checked = message_input(message)
+        with self._exclusive("add_message()"):
+            history = list(self._history)
+            for index, old in enumerate(history):
+                if checked.id and old.id == checked.id:
+                    history[index] = checked
+                    break
+            else:
+                history.append(checked)
+            self._history = list(validate_messages(history, path="history"))
+
+    # -- runs ----------------------------------------------------------------
+
+    async def run(self, input: RunInput) -> RunResult:
+        """Run on ``input`` (a str or a list of messages), apart from the history."""
+        messages = run_input(input)
+        return await self._complete(self._start(messages))
+
+    def stream(self, input: RunInput) -> AsyncIterator[StreamEvent]:
+        """``run(input)`` delivered as :class:`StreamEvent` s, ``done`` last.
+
+        The input is validated now, so an invalid one raises here, before the
+        iterator is returned.
+        """
+        messages = run_input(input)
+        state = self._start(messages)
+        return self._events(self._resolved_model(), state, streaming=True)
+
+    async def prompt(self, input: PromptInput) -> RunResult:
+        """One user turn (a str or a list of content blocks), in the history.
+
+        On success the user turn and the run's messages are appended to the
+        history; a failed run leaves the history as it was. A cancelled one
+        keeps the user turn and what the run finished, tool calls still
+        running answered as interrupted, so :meth:`continue_run` can resume.
+        """
+        blocks = prompt_blocks(input)
+        with self._exclusive("prompt()"):
+            state = self._start(())
+            user = Message("user", blocks, invocation_id=state.invocation_id)
+            state.input = (*self._history, user)
+            return await self._commit(state, (user,))
+
+    async def continue_run(self) -> RunResult:
+        """Run the loop from the current history, with no new input.
+
+        Raises ValueError on an empty history. The run's messages are
+        appended to the history as with :meth:`prompt`.
+        """
+        with self._exclusive("continue_run()"):
+            if not self._history:
+                raise ValueError("continue_run() needs a history to continue; it is empty")
+            return await self._commit(self._start(tuple(self._history)), ())
+
+    def run_sync(self, input: RunInput) -> RunResult:
+        """:meth:`run`, for code without an event loop (or inside one)."""
+        return run_sync(self.run(input))
+
+    def prompt_sync(self, input: PromptInput) -> RunResult:
+        """:meth:`prompt`, for code without an event loop (or inside one)."""
+        return run_sync(self.prompt(input))
+
+    def continue_run_sync(self) -> RunResult:
+        """:meth:`continue_run`, for code without an event loop (or inside one)."""
+        return run_sync(self.continue_run())
+
+    # -- internals -----------------------------------------------------------
+
+    @contextmanager
+    def _exclusive(self, what: str) -> Iterator[None]:
+        if not self._busy.acquire(blocking=False):
+            raise RuntimeError(
+                f"{what}: agent {self.name!r} is already running a prompt() or continue_run()"
+            )
+        try:
+            yield
+        finally:
+            self._busy.release()
+
+    def _resolved_model(self) -> Model:
+        if self._model is None:
+            self._model = resolve_agent_model(self._config.model)
+        return self._model
+
+    def _start(self, messages: tuple[Message, ...]) -> RunState:
+        import uuid
+
+        return RunState(str(uuid.uuid4()), messages)
+
+    async def _complete(self, state: RunState) -> RunResult:
+        result: RunResult | None = None
+        async for event in self._events(self._resolved_model(), state, streaming=False):
+            result = event.result
+        assert result is not None
+        return result
+
+    async def _commit(self, state: RunState, before: tuple[Message, ...]) -> RunResult:
+        """Run ``state`` and append ``before`` and its messages to the history."""
+        import asyncio
+
+        try:
+            result = await self._complete(state)
+        except asyncio.CancelledError:
+            self._history.extend((*before, *state.settled()))
+            raise
+        if result.success:
+            self._history.extend((*before, *result.messages))
+        return result
+
+    async def _events(
+        self, model: Model, state: RunState, streaming: bool
+    ) -> AsyncIterator[StreamEvent]:
+        before, after = self._config.before_run, self._config.after_run
+        if before is not None:
+            state.input = await apply_before_run(before, self._context(state))
+        async for event in self._turns.run(model, state, streaming):
+            yield event
+        result = state.result()
+        if after is not None:
+            result = await apply_after_run(after, self._context(state), result)
+        if not result.success and streaming:
+            yield StreamEvent("error", error=result.error)
+        yield StreamEvent("done", result=result)
+
+    def _context(self, state: RunState) -> RunContext:
+        messages = list(state.input)
+        return RunContext(messages, latest_prompt(messages), self.name, state.invocation_id)
+
+
+def _tool_map(tools: Sequence[Tool | Callable[..., Any]]) -> dict[str, Tool]:
+    found: dict[str, Tool] = {}
+    for item in tools:
+        if not isinstance(item, Tool):
+            if not callable(item):
+                raise TypeError(f"AgentConfig.tools: expected a Tool or a function, got {item!r}")
+            item = tool(item)
+        if item.name in found:
+            raise ValueError(f"AgentConfig.tools: two tools are named {item.name!r}")
+        found[item.name] = item
+    return found

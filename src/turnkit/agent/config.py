@@ -1,0 +1,76 @@
+"""AgentConfig: everything an :class:`~turnkit.Agent` is built from."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+from turnkit.messages import Message
+from turnkit.providers.base import Model
+from turnkit.providers.registry import resolve_model
+
+if TYPE_CHECKING:
+    from turnkit.agent.context import RunContext
+    from turnkit.agent.results import RunResult
+    from turnkit.tools import Tool
+
+__all__ = ["AfterRun", "AgentConfig", "BeforeRun", "ConvertToLlm", "TransformContext"]
+
+BeforeRun: TypeAlias = Callable[
+    ["RunContext"], "RunContext | Mapping[str, Any] | Awaitable[Any] | None"
+]
+AfterRun: TypeAlias = Callable[["RunContext", "RunResult"], "RunResult | Awaitable[Any] | None"]
+TransformContext: TypeAlias = Callable[[list[Message]], "Sequence[Any] | Awaitable[Sequence[Any]]"]
+ConvertToLlm: TypeAlias = Callable[[list[Message]], "Sequence[Any] | Awaitable[Sequence[Any]]"]
+
+DEFAULT_MODEL = "local"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentConfig:
+    """How an agent talks to its model.
+
+    - ``model``: a model string (``"anthropic:claude-sonnet-4-5"``) or a
+      :class:`~turnkit.providers.Model`; None means the default model.
+    - ``system``: the system prompt.
+    - ``tools``: :class:`~turnkit.Tool` objects, or plain typed functions
+      (made into tools as ``@turnkit.tool`` would).
+    - ``history``: messages (dicts or objects) to start from; validated and
+      copied when the Agent is built.
+    - ``max_turns``: model calls one run may make before it stops unfinished.
+    - ``max_output_tokens``, ``temperature``, ``thinking``: model settings.
+    - ``before_run(ctx)`` / ``after_run(ctx, result)``: hooks, sync or async
+      (see :class:`~turnkit.RunContext`).
+    - ``transform_context(messages)`` then ``convert_to_llm(messages)`` shape
+      the messages of every model request (sync or async);
+      ``convert_to_llm`` defaults to
+      :func:`~turnkit.default_convert_to_llm`.
+    - ``backend``: an external transport (process, ACP), not available yet.
+    """
+
+    name: str
+    model: str | Model | None = None
+    system: str | None = None
+    tools: Sequence[Tool | Callable[..., Any]] = ()
+    history: Sequence[Message | Mapping[str, Any]] = ()
+    max_turns: int = 10
+    max_output_tokens: int | None = None
+    temperature: float | None = None
+    thinking: bool | int | Literal["low", "medium", "high"] | None = None
+    before_run: BeforeRun | None = None
+    after_run: AfterRun | None = None
+    transform_context: TransformContext | None = None
+    convert_to_llm: ConvertToLlm | None = None
+    backend: Any = None
+
+
+def resolve_agent_model(model: str | Model | None, default: str | Model | None = None) -> Model:
+    """The model an agent uses: its own, else ``default``, else ``"local"``.
+
+    The one place where the default is chosen (an orchestrator passes its
+    ``default_model``).
+    """
+    if model is None:
+        model = DEFAULT_MODEL if default is None else default
+    return resolve_model(model)

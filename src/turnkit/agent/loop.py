@@ -1,0 +1,212 @@
+"""The agent loop: call the model, run the tools it asks for, repeat.
+
+One :class:`Turns` per agent holds what every request shares (model, tools,
+settings, the context pipeline); one :class:`RunState` per run holds what the
+run has produced so far, so that a cancelled run can still leave a
+consistent history behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any
+
+from turnkit.agent.results import RunResult, StreamEvent
+from turnkit.messages import (
+    Message,
+    ToolResultBlock,
+    ToolUseBlock,
+    default_convert_to_llm,
+    interrupted_result,
+    normalize_tool_call_history,
+    validate_messages,
+)
+from turnkit.providers.base import (
+    Model,
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    ToolSpec,
+    Usage,
+)
+from turnkit.tools import Tool, execute_tool_call
+
+__all__ = ["RunState", "Turns"]
+
+
+class RunState:
+    """What one run has done so far."""
+
+    __slots__ = (
+        "added",
+        "calls",
+        "error",
+        "input",
+        "invocation_id",
+        "results",
+        "stop_reason",
+        "usage",
+    )
+
+    def __init__(self, invocation_id: str, messages: tuple[Message, ...]) -> None:
+        self.invocation_id = invocation_id
+        self.input = messages
+        self.added: list[Message] = []
+        self.usage = Usage()
+        self.stop_reason = "end_turn"
+        self.error: str | None = None
+        self.calls: tuple[ToolUseBlock, ...] = ()  # the tool calls now running
+        self.results: dict[str, ToolResultBlock] = {}
+
+    def fail(self, error: str, stop_reason: str = "error") -> None:
+        self.error, self.stop_reason = error, stop_reason
+
+    def result(self) -> RunResult:
+        """The RunResult of a run that has finished, or failed."""
+        messages = tuple(self.added)
+        if self.error is not None:
+            return RunResult(False, "", messages, self.usage, self.stop_reason, self.error)
+        return RunResult(True, messages[-1].text, messages, self.usage, self.stop_reason)
+
+    def settled(self) -> list[Message]:
+        """What the run added, with calls still running answered as interrupted."""
+        added = list(self.added)
+        if self.calls:
+            results = self.results
+            content = tuple(results.get(c.id) or interrupted_result(c) for c in self.calls)
+            added.append(Message("user", content, invocation_id=self.invocation_id))
+        return added
+
+
+class Turns:
+    """Runs the model/tool loop for one agent's configuration."""
+
+    def __init__(
+        self,
+        *,
+        system: str | None,
+        tools: Mapping[str, Tool],
+        settings: ModelSettings,
+        max_turns: int,
+        transform_context: Callable[..., Any] | None,
+        convert_to_llm: Callable[..., Any] | None,
+    ) -> None:
+        self.system = system
+        self.tools = tools
+        self.specs: tuple[ToolSpec, ...] = tuple(t.spec for t in tools.values())
+        self.settings = settings
+        self.max_turns = max_turns
+        self.transform_context = transform_context
+        self.convert_to_llm = convert_to_llm
+
+    async def request_for(self, messages: Sequence[Message]) -> ModelRequest:
+        """The request for ``messages``: transform, convert, normalize."""
+        if self.transform_context is not None:
+            transformed = await _maybe_await(self.transform_context(list(messages)))
+            messages = validate_messages(transformed, path="transform_context()")
+        if self.convert_to_llm is None:
+            converted: Any = default_convert_to_llm(messages)
+        else:
+            converted = await _maybe_await(self.convert_to_llm(list(messages)))
+        llm = normalize_tool_call_history(converted)
+        return ModelRequest(tuple(llm), self.system, self.specs, self.settings)
+
+    async def run(
+        self, model: Model, state: RunState, streaming: bool
+    ) -> AsyncIterator[StreamEvent]:
+        """Loop until a final answer, a failure or ``max_turns``; events when streaming."""
+        for _ in range(self.max_turns):
+            request = await self.request_for((*state.input, *state.added))
+            try:
+                if streaming:
+                    response = None
+                    async for event in model.stream(request):
+                        if event.type == "done":
+                            response = event.response
+                        else:
+                            yield _stream_event(event)
+                    if response is None:
+                        raise RuntimeError("the model's stream ended without a final response")
+                else:
+                    response = await model.request(request)
+            except Exception as err:
+                state.fail(f"{type(err).__name__}: {err}")
+                return
+            message = self._accept(state, response)
+            if message is None:
+                return
+            if streaming:
+                yield StreamEvent("message", message=message)
+            calls = tuple(b for b in message.content if type(b) is ToolUseBlock)
+            if not calls:
+                return
+            answer = await self._run_tools(state, calls)
+            if streaming:
+                for block in answer.content:
+                    yield StreamEvent("tool_result", block=block)
+                yield StreamEvent("message", message=answer)
+        turns = self.max_turns
+        state.fail(
+            f"The run stopped after {turns} model turn{'s' * (turns != 1)} (max_turns) "
+            "without a final answer.",
+            stop_reason="max_turns",
+        )
+
+    def _accept(self, state: RunState, response: ModelResponse) -> Message | None:
+        """Add the model's reply to the run; None (and a failure) if it is unusable."""
+        message = response.message
+        state.usage += response.usage
+        if message.role != "assistant":
+            state.fail(f"the model replied with a {message.role} message, not an assistant one")
+            return None
+        if reused := _reused_call_ids(message, (*state.input, *state.added)):
+            state.fail(f"the model reused tool_use id {reused!r} from earlier in the conversation")
+            return None
+        message = message.clone(invocation_id=state.invocation_id)
+        state.added.append(message)
+        state.stop_reason = response.stop_reason
+        return message
+
+    async def _run_tools(self, state: RunState, calls: tuple[ToolUseBlock, ...]) -> Message:
+        """Run a turn's calls concurrently; their results in call order."""
+        state.calls, state.results = calls, {}
+        if len(calls) == 1:
+            await self._run_tool(state, calls[0])
+        else:
+            import asyncio
+
+            async with asyncio.TaskGroup() as group:
+                for call in calls:
+                    group.create_task(self._run_tool(state, call))
+        content = tuple(state.results[call.id] for call in calls)
+        answer = Message("user", content, invocation_id=state.invocation_id)
+        state.added.append(answer)
+        state.calls = ()
+        return answer
+
+    async def _run_tool(self, state: RunState, call: ToolUseBlock) -> None:
+        state.results[call.id] = await execute_tool_call(call, self.tools)
+
+
+def _reused_call_ids(message: Message, earlier: Sequence[Message]) -> str | None:
+    ids = {b.id for b in message.content if type(b) is ToolUseBlock}
+    if not ids:
+        return None
+    for old in earlier:
+        if old.role == "assistant":
+            for block in old.content:
+                if type(block) is ToolUseBlock and block.id in ids:
+                    return block.id
+    return None
+
+
+def _stream_event(event: Any) -> StreamEvent:
+    if event.type == "tool_use":
+        return StreamEvent("tool_use", block=event.tool_call)
+    return StreamEvent(event.type, text=event.text)
+
+
+async def _maybe_await(value: Any) -> Any:
+    import inspect
+
+    return await value if inspect.isawaitable(value) else value

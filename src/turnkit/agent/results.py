@@ -1,0 +1,56 @@
+"""What a run gives back: a :class:`RunResult`, or :class:`StreamEvent` s."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from turnkit.messages import Block, Message
+from turnkit.providers.base import Usage
+
+__all__ = ["RunResult", "StreamEvent", "StreamEventType"]
+
+StreamEventType = Literal[
+    "text_delta", "thinking_delta", "tool_use", "tool_result", "message", "done", "error"
+]
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """The outcome of a run.
+
+    - ``success``: the model gave a final answer (no tool calls left).
+    - ``output``: the final answer's text ("" when the run failed).
+    - ``messages``: what the run produced, in order: assistant replies and the
+      user messages holding tool results; never its input.
+    - ``usage``: tokens used by all the run's model calls.
+    - ``stop_reason``: the last model call's (``end_turn``, ``max_tokens``,
+      ``refusal``, ...), or ``max_turns`` or ``error`` for a failed run.
+    - ``error``: what went wrong, when ``success`` is False.
+    """
+
+    success: bool
+    output: str = ""
+    messages: tuple[Message, ...] = ()
+    usage: Usage = field(default_factory=Usage)
+    stop_reason: str = "end_turn"
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEvent:
+    """One event of :meth:`Agent.stream`.
+
+    ``text_delta`` and ``thinking_delta`` carry the new piece as ``text``;
+    ``tool_use`` and ``tool_result`` carry the ``block``; ``message`` carries
+    each ``message`` the run adds, once complete; ``error`` carries the
+    ``error`` text of a failed run; ``done`` (always last) carries the
+    :class:`RunResult` as ``result``.
+    """
+
+    type: StreamEventType
+    text: str = ""
+    block: Block | None = None
+    message: Message | None = None
+    result: RunResult | None = None
+    error: str | None = None

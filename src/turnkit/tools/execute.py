@@ -1,0 +1,98 @@
+"""Running a tool call: always a :class:`ToolResultBlock`, never a crash.
+
+An unknown tool, input that does not match the schema, an exception in the
+function, or a return value that cannot be sent all become an error result
+(``is_error=True``) whose text tells the model what went wrong.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from turnkit.errors import InvalidMessageError
+from turnkit.messages import FileBlock, ImageBlock, TextBlock, ToolResultBlock, ToolUseBlock, thaw
+from turnkit.tools.tool import Tool, ToolInputError
+
+__all__ = ["execute_tool_call", "result_content"]
+
+_PART_TYPES = (TextBlock, ImageBlock, FileBlock)
+_PART_NAMES = frozenset({"text", "image", "file"})
+
+
+async def execute_tool_call(call: ToolUseBlock, tools: Mapping[str, Tool]) -> ToolResultBlock:
+    """Run ``call`` with the tool of its name and return its result block.
+
+    Cancellation (``asyncio.CancelledError``) propagates; every ``Exception``
+    becomes an error result.
+    """
+    found = tools.get(call.name)
+    if found is None:
+        available = ", ".join(sorted(tools)) or "none"
+        return _error(call, f"Unknown tool {call.name!r}. Available tools: {available}.")
+    try:
+        arguments = found.check_input(thaw(call.input))
+    except ToolInputError as err:
+        return _error(call, f"Invalid input for tool {call.name!r}: {err}")
+    try:
+        value = await _call(found, arguments)
+    except Exception as err:
+        return _error(call, f"Tool {call.name!r} failed: {type(err).__name__}: {err}")
+    try:
+        return ToolResultBlock(call.id, result_content(value))
+    except (InvalidMessageError, TypeError, ValueError) as err:
+        return _error(call, f"Tool {call.name!r} returned a value that cannot be sent: {err}")
+
+
+async def _call(found: Tool, arguments: Mapping[str, Any]) -> Any:
+    import asyncio
+    import inspect
+
+    fn = found.fn
+    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__):
+        return await fn(**arguments)
+    value = await asyncio.to_thread(fn, **arguments)
+    if inspect.isawaitable(value):  # a sync function that returned an awaitable
+        value = await value
+    return value
+
+
+def result_content(value: Any) -> str | list[Any]:
+    """What a tool's return value becomes in a tool_result.
+
+    A str is kept; None becomes ""; a text, image or file block (an object, or a
+    dict whose ``type`` is one of those), or a list of them, becomes the result's
+    content blocks; anything else is dumped as JSON text.
+    """
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    if _is_part(value):
+        return [value]
+    if isinstance(value, (list, tuple)) and value and all(_is_part(item) for item in value):
+        return list(value)
+    return _json_text(value)
+
+
+def _is_part(value: Any) -> bool:
+    if isinstance(value, _PART_TYPES):
+        return True
+    return isinstance(value, dict) and value.get("type") in _PART_NAMES
+
+
+def _json_text(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError):
+        import pydantic_core  # models, dataclasses, dates, UUIDs, sets...
+
+        try:
+            return pydantic_core.to_json(value).decode()
+        except pydantic_core.PydanticSerializationError as err:
+            raise TypeError(f"not JSON-serialisable ({err})") from None
+
+
+def _error(call: ToolUseBlock, text: str) -> ToolResultBlock:
+    return ToolResultBlock(call.id, text, is_error=True)
