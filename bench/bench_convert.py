@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_messages import turnkit_history  # noqa: E402
+from bench_messages import turnkit_history
 
-import turnkit  # noqa: E402
-from turnkit.messages import Origin  # noqa: E402
-from turnkit.providers import Model, ModelRequest, ModelSettings, ToolSpec  # noqa: E402
+import turnkit
+from turnkit.messages import Origin
+from turnkit.providers import Model, ModelRequest, ModelSettings, ToolSpec
 
 PROVIDERS = {
     "anthropic": ("turnkit.providers.anthropic", "AnthropicModel", "claude-sonnet-4-6"),

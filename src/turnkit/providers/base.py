@@ -8,8 +8,6 @@ request, and parses the reply back into canonical blocks.
 
 from __future__ import annotations
 
-import asyncio
-import weakref
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
@@ -195,6 +193,9 @@ class Model(ABC):
         them, and the sync twins run each call on a fresh loop, so a client
         must never be shared across loops.
         """
+        import asyncio  # here, not at the top: keeps `import turnkit` fast
+        import weakref
+
         clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any]
         clients = self.__dict__.setdefault("_clients_by_loop", weakref.WeakKeyDictionary())
         loop = asyncio.get_running_loop()
