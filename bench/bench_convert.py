@@ -44,8 +44,12 @@ def build_request(origin: Origin) -> ModelRequest:
     ]
     schema = {"type": "object", "properties": {"query": {"type": "string"}}}
     tools = (ToolSpec("search", "Search the orders", schema),)
-    return ModelRequest(tuple(messages), system="You are helpful.", tools=tools,
-                        settings=ModelSettings(max_output_tokens=1024))
+    return ModelRequest(
+        tuple(messages),
+        system="You are helpful.",
+        tools=tools,
+        settings=ModelSettings(max_output_tokens=1024),
+    )
 
 
 def make_model(module: str, cls: str, name: str) -> Model | None:
