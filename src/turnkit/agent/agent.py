@@ -113,9 +113,17 @@ class Agent:
 
     # -- runs ----------------------------------------------------------------
 
+    def validate_run_input(self, input: RunInput) -> tuple[Message, ...]:
+        """The messages ``run(input)`` would start from; raises InvalidMessageError.
+
+        Callers that must refuse bad input before doing anything else (the
+        orchestrator emits progress only for valid input) check with this.
+        """
+        return run_input(input)
+
     async def run(self, input: RunInput) -> RunResult:
         """Run on ``input`` (a str or a list of messages), apart from the history."""
-        messages = run_input(input)
+        messages = self.validate_run_input(input)
         return await self._complete(self._start(messages))
 
     def stream(self, input: RunInput) -> AsyncIterator[StreamEvent]:
@@ -124,7 +132,7 @@ class Agent:
         The input is validated now, so an invalid one raises here, before the
         iterator is returned.
         """
-        messages = run_input(input)
+        messages = self.validate_run_input(input)
         state = self._start(messages)
         return self._events(self._resolved_model(), state, streaming=True)
 
