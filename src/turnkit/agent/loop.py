@@ -55,17 +55,22 @@ class RunState:
         self.usage = Usage()
         self.stop_reason = "end_turn"
         self.error: str | None = None
+        self.exception: Exception | None = None
         self.calls: tuple[ToolUseBlock, ...] = ()  # the tool calls now running
         self.results: dict[str, ToolResultBlock] = {}
 
-    def fail(self, error: str, stop_reason: str = "error") -> None:
-        self.error, self.stop_reason = error, stop_reason
+    def fail(
+        self, error: str, stop_reason: str = "error", exception: Exception | None = None
+    ) -> None:
+        self.error, self.stop_reason, self.exception = error, stop_reason, exception
 
     def result(self) -> RunResult:
         """The RunResult of a run that has finished, or failed."""
         messages = tuple(self.added)
         if self.error is not None:
-            return RunResult(False, "", messages, self.usage, self.stop_reason, self.error)
+            return RunResult(
+                False, "", messages, self.usage, self.stop_reason, self.error, self.exception
+            )
         return RunResult(True, messages[-1].text, messages, self.usage, self.stop_reason)
 
     def settled(self) -> list[Message]:
@@ -130,7 +135,7 @@ class Turns:
                 else:
                     response = await model.request(request)
             except Exception as err:
-                state.fail(f"{type(err).__name__}: {err}")
+                state.fail(f"{type(err).__name__}: {err}", exception=err)
                 return
             message = self._accept(state, response)
             if message is None:

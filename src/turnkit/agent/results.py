@@ -27,6 +27,8 @@ class RunResult:
     - ``stop_reason``: the last model call's (``end_turn``, ``max_tokens``,
       ``refusal``, ...), or ``max_turns`` or ``error`` for a failed run.
     - ``error``: what went wrong, when ``success`` is False.
+    - ``exception``: the exception behind ``error`` when there was one (a
+      :class:`~turnkit.errors.ProviderError` says whether a retry can help).
     """
 
     success: bool
@@ -35,6 +37,7 @@ class RunResult:
     usage: Usage = field(default_factory=Usage)
     stop_reason: str = "end_turn"
     error: str | None = None
+    exception: Exception | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
