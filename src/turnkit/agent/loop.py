@@ -41,6 +41,7 @@ class RunState:
         "added",
         "calls",
         "error",
+        "exception",
         "input",
         "invocation_id",
         "results",
