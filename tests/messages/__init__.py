@@ -1,0 +1,1 @@
+"""Tests of turnkit.messages: the data model, validation and the pipeline."""
