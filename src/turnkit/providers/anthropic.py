@@ -25,7 +25,13 @@ from turnkit.messages import (
     ToolUseBlock,
 )
 from turnkit.providers.base import Model, ModelEvent, ModelRequest, ModelResponse, StopReason, Usage
-from turnkit.providers.rules import ToolIdMap, anthropic_tool_id, is_retryable_status, prepare
+from turnkit.providers.rules import (
+    ToolIdMap,
+    anthropic_tool_id,
+    is_retryable_status,
+    prepare,
+    retry_after_seconds,
+)
 
 __all__ = ["AnthropicModel"]
 
@@ -250,12 +256,11 @@ def _provider_error(err: anthropic.APIError) -> ProviderError:
         body = err.body if isinstance(err.body, dict) else {}
         detail = body.get("error", {}) if isinstance(body.get("error"), dict) else {}
         message = detail.get("message") or err.message
-        retry_after = err.response.headers.get("retry-after")
         return ProviderError(
             message,
             provider=PROVIDER,
             status=err.status_code,
             retryable=is_retryable_status(err.status_code),
-            retry_after=float(retry_after) if retry_after and retry_after.isdigit() else None,
+            retry_after=retry_after_seconds(err.response.headers),
         )
     return ProviderError(str(err), provider=PROVIDER, retryable=True)

@@ -58,10 +58,10 @@ from turnkit.messages import (
     ToolUseBlock,
     thaw,
 )
+from turnkit.providers._openai_errors import provider_error
 from turnkit.providers.base import Model, ModelEvent, ModelRequest, ModelResponse, StopReason, Usage
 from turnkit.providers.rules import (
     ToolIdMap,
-    is_retryable_status,
     nine_char_tool_id,
     openai_chat_tool_id,
     prepare,
@@ -218,18 +218,7 @@ class OpenAIChatModel(Model):
         )
 
     def _error(self, err: openai.APIError) -> ProviderError:
-        if isinstance(err, openai.APIStatusError):
-            body = err.body if isinstance(err.body, dict) else {}
-            message = body.get("message") if isinstance(body.get("message"), str) else None
-            return ProviderError(
-                message or err.message,
-                provider=self.provider,
-                status=err.status_code,
-                retryable=is_retryable_status(err.status_code),
-                retry_after=_retry_after(err.response.headers),
-            )
-        # Connection failures, timeouts and errors sent inside a stream.
-        return ProviderError(err.message or str(err), provider=self.provider, retryable=True)
+        return provider_error(err, self.provider)
 
 
 # -- request conversion -------------------------------------------------------
@@ -426,16 +415,6 @@ def _usage(usage: Any) -> Usage:
     cached = getattr(details, "cached_tokens", None) or 0
     prompt = usage.prompt_tokens or 0
     return Usage(max(prompt - cached, 0), usage.completion_tokens or 0, cached, 0)
-
-
-def _retry_after(headers: Any) -> float | None:
-    """Seconds to wait, from ``retry-after-ms`` or ``retry-after`` (as OpenAI sends them)."""
-    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        try:
-            return float(headers.get(name)) / scale
-        except (TypeError, ValueError):
-            continue
-    return None
 
 
 # -- streaming --------------------------------------------------------------

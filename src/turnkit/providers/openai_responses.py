@@ -63,6 +63,7 @@ from turnkit.messages import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from turnkit.providers._openai_errors import provider_error
 from turnkit.providers.base import (
     Model,
     ModelEvent,
@@ -72,7 +73,7 @@ from turnkit.providers.base import (
     ThinkingReplay,
     Usage,
 )
-from turnkit.providers.rules import ToolIdMap, is_retryable_status, prepare, responses_call_id
+from turnkit.providers.rules import ToolIdMap, prepare, responses_call_id
 
 __all__ = ["OpenAIResponsesModel"]
 
@@ -461,26 +462,4 @@ def _failure(message: str | None, code: str | None) -> ProviderError:
 
 
 def _provider_error(err: openai.APIError) -> ProviderError:
-    if isinstance(err, openai.APIStatusError):
-        body = err.body if isinstance(err.body, dict) else {}
-        message = body.get("message") if isinstance(body.get("message"), str) else None
-        return ProviderError(
-            message or err.message,
-            provider=PROVIDER,
-            status=err.status_code,
-            retryable=is_retryable_status(err.status_code),
-            retry_after=_retry_after(err.response.headers),
-        )
-    return ProviderError(str(err), provider=PROVIDER, retryable=True)
-
-
-def _retry_after(headers: Any) -> float | None:
-    """Seconds to wait, from ``retry-after-ms`` or ``retry-after`` (seconds only)."""
-    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value:
-            try:
-                return float(value) / scale
-            except ValueError:
-                continue
-    return None
+    return provider_error(err, PROVIDER)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from turnkit.messages import Message, TextBlock, ThinkingBlock
 from turnkit.providers.base import ModelRequest, ThinkingReplay
@@ -30,6 +31,7 @@ __all__ = [
     "prepare",
     "replay_thinking",
     "responses_call_id",
+    "retry_after_seconds",
 ]
 
 
@@ -164,3 +166,13 @@ async def prepare(
 def is_retryable_status(status: int | None) -> bool:
     """Whether an HTTP status is worth retrying: timeouts, conflicts, rate limits, 5xx."""
     return status is None or status in (408, 409, 429) or status >= 500
+
+
+def retry_after_seconds(headers: Any) -> float | None:
+    """Seconds to wait, from ``retry-after-ms`` or ``retry-after`` (seconds, not dates)."""
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        try:
+            return float(headers.get(name)) / scale
+        except (TypeError, ValueError):
+            continue
+    return None
