@@ -125,6 +125,9 @@ class OpenAIChatModel(Model):
         key = self._api_key
         if key is None and self.provider == "ollama":
             key = os.environ.get("OLLAMA_API_KEY") or "ollama"
+        elif key is None and self._base_url:
+            # A self-hosted OpenAI-compatible server often wants no key at all.
+            key = os.environ.get("OPENAI_API_KEY") or "no-key"
         try:
             return openai.AsyncOpenAI(
                 api_key=key, base_url=self._base_url, max_retries=self._max_retries
