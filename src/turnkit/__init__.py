@@ -21,6 +21,18 @@ from turnkit.messages import (
     validate_blocks,
     validate_messages,
 )
+from turnkit.orchestrator import (
+    Budget,
+    CostBudgetExceededError,
+    OnlineEvaluation,
+    Orchestrator,
+    ProgressEvent,
+    Task,
+    TaskResult,
+    Team,
+    TeamResult,
+    TokenBudgetExceededError,
+)
 from turnkit.tools import Tool, tool
 
 __version__ = "0.1.0"
@@ -52,4 +64,14 @@ __all__ = [
     "tool",
     "validate_blocks",
     "validate_messages",
+    "Orchestrator",
+    "Team",
+    "Task",
+    "Budget",
+    "OnlineEvaluation",
+    "ProgressEvent",
+    "TeamResult",
+    "TaskResult",
+    "TokenBudgetExceededError",
+    "CostBudgetExceededError",
 ]

@@ -7,10 +7,15 @@ without knowing which room of the package raised it.
 from __future__ import annotations
 
 __all__ = [
+    "BudgetExceededError",
+    "CostBudgetExceededError",
     "ImagePolicyError",
     "InvalidMessageError",
     "ModelNotFoundError",
+    "PlanError",
     "ProviderError",
+    "TaskGraphError",
+    "TokenBudgetExceededError",
     "TurnkitError",
     "UnsupportedContentError",
 ]
@@ -94,3 +99,51 @@ class ImagePolicyError(TurnkitError, ValueError):
 
 class ModelNotFoundError(TurnkitError, ValueError):
     """A model string that names no known provider, or a provider not installed."""
+
+
+class BudgetExceededError(TurnkitError):
+    """A model call refused because an orchestrator budget is spent.
+
+    ``spent`` is what had been used when the call was refused and ``limit``
+    the budget (tokens, or USD for :class:`CostBudgetExceededError`).
+    """
+
+    def __init__(self, message: str, *, spent: float, limit: float) -> None:
+        self.spent = spent
+        self.limit = limit
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild_budget_error, (type(self), str(self), self.spent, self.limit))
+
+
+class TokenBudgetExceededError(BudgetExceededError):
+    """The tokens spent reached ``Budget.max_tokens``; the next model call is refused."""
+
+
+class CostBudgetExceededError(BudgetExceededError):
+    """The cost spent reached ``Budget.max_cost_usd``; the next model call is refused."""
+
+
+def _rebuild_budget_error(
+    kind: type[BudgetExceededError], message: str, spent: float, limit: float
+) -> BudgetExceededError:
+    return kind(message, spent=spent, limit=limit)
+
+
+class TaskGraphError(TurnkitError, ValueError):
+    """Tasks that cannot run as a graph: duplicate titles, unknown assignees or
+    dependencies, or a cycle. ``problems`` lists each one; nothing has run."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = tuple(problems)
+        super().__init__("invalid task graph: " + "; ".join(problems))
+
+
+class PlanError(TurnkitError):
+    """The coordinator of a team run gave no usable plan, even after being told
+    what was wrong. ``problems`` lists what was wrong with its last reply."""
+
+    def __init__(self, message: str, problems: list[str] | tuple[str, ...] = ()) -> None:
+        self.problems = tuple(problems)
+        super().__init__(message)
