@@ -314,7 +314,7 @@ def test_config_errors_raise_when_the_agent_is_built() -> None:
         Agent(AgentConfig("a", tools=[add, add]))
     with pytest.raises(TypeError, match="Tool or a function"):
         Agent(AgentConfig("a", tools=["add"]))  # type: ignore[list-item]
-    with pytest.raises(NotImplementedError, match="backend"):
+    with pytest.raises(TypeError, match=r"AgentConfig\.backend must be a turnkit\.backends"):
         Agent(AgentConfig("a", backend=object()))
 
 

@@ -38,6 +38,11 @@ class Agent:
     anything happens (:class:`~turnkit.InvalidMessageError`). A model or
     provider error fails the run (``RunResult.success`` is False); errors in
     hooks and in ``transform_context``/``convert_to_llm`` propagate.
+
+    With ``AgentConfig.backend`` (a :mod:`turnkit.backends` transport), the
+    runs go to that external agent instead, text only; ``aclose()`` (or
+    ``async with agent:``) ends the process an ``AcpBackend`` keeps for
+    ``prompt()``.
     """
 
     def __init__(self, config: AgentConfig) -> None:
@@ -47,9 +52,8 @@ class Agent:
             raise ValueError("AgentConfig.name must be a non-empty string")
         if type(config.max_turns) is not int or config.max_turns < 1:
             raise ValueError(f"AgentConfig.max_turns must be an int >= 1, got {config.max_turns!r}")
-        if config.backend is not None:
-            raise NotImplementedError("AgentConfig.backend is not supported yet")
         self._config = config
+        self._backend = None if config.backend is None else _bind_backend(config)
         self._history = history_input(config.history)
         self._turns = Turns(
             system=config.system,
@@ -118,13 +122,16 @@ class Agent:
 
         Callers that must refuse bad input before doing anything else (the
         orchestrator emits progress only for valid input) check with this.
+        An agent with a backend takes a str only: any list raises.
         """
+        if self._backend is not None:
+            return self._backend.run_input(input)
         return run_input(input)
 
     async def run(self, input: RunInput) -> RunResult:
         """Run on ``input`` (a str or a list of messages), apart from the history."""
         messages = self.validate_run_input(input)
-        return await self._complete(self._start(messages))
+        return await self._complete(self._start(messages), session=False)
 
     def stream(self, input: RunInput) -> AsyncIterator[StreamEvent]:
         """``run(input)`` delivered as :class:`StreamEvent` s, ``done`` last.
@@ -134,6 +141,8 @@ class Agent:
         """
         messages = self.validate_run_input(input)
         state = self._start(messages)
+        if self._backend is not None:
+            return self._backend.events(state, streaming=True, session=False)
         return self._events(self._resolved_model(), state, streaming=True)
 
     async def prompt(self, input: PromptInput) -> RunResult:
@@ -144,7 +153,10 @@ class Agent:
         keeps the user turn and what the run finished, tool calls still
         running answered as interrupted, so :meth:`continue_run` can resume.
         """
-        blocks = prompt_blocks(input)
+        if self._backend is not None:
+            blocks = self._backend.prompt_blocks(input)
+        else:
+            blocks = prompt_blocks(input)
         with self._exclusive("prompt()"):
             state = self._start(())
             user = Message("user", blocks, invocation_id=state.invocation_id)
@@ -155,12 +167,43 @@ class Agent:
         """Run the loop from the current history, with no new input.
 
         Raises ValueError on an empty history. The run's messages are
-        appended to the history as with :meth:`prompt`.
+        appended to the history as with :meth:`prompt`. An agent with a
+        backend raises NotImplementedError: the history cannot be forwarded.
         """
+        if self._backend is not None:
+            raise NotImplementedError(
+                f"continue_run(): agent {self.name!r} has an external backend, which takes "
+                "one text prompt per turn; its history cannot be forwarded"
+            )
         with self._exclusive("continue_run()"):
             if not self._history:
                 raise ValueError("continue_run() needs a history to continue; it is empty")
             return await self._commit(self._start(tuple(self._history)), ())
+
+    async def aclose(self) -> None:
+        """Release what the agent holds open: the process of a backend's session.
+
+        Only an ``AcpBackend`` keeps one (for ``prompt()``); a later prompt
+        starts a new session. Idempotent. ``async with agent:`` calls it.
+        """
+        if self._backend is not None:
+            await self._backend.aclose()
+
+    def close(self) -> None:
+        """:meth:`aclose`, for code without an event loop (or inside one)."""
+        run_sync(self.aclose())
+
+    async def __aenter__(self) -> Agent:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def __enter__(self) -> Agent:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def run_sync(self, input: RunInput) -> RunResult:
         """:meth:`run`, for code without an event loop (or inside one)."""
@@ -197,9 +240,14 @@ class Agent:
 
         return RunState(str(uuid.uuid4()), messages)
 
-    async def _complete(self, state: RunState) -> RunResult:
+    async def _complete(self, state: RunState, session: bool) -> RunResult:
+        """Run ``state`` to its result; ``session``: a ``prompt()`` turn."""
+        if self._backend is not None:
+            events = self._backend.events(state, streaming=False, session=session)
+        else:
+            events = self._events(self._resolved_model(), state, streaming=False)
         result: RunResult | None = None
-        async for event in self._events(self._resolved_model(), state, streaming=False):
+        async for event in events:
             result = event.result
         assert result is not None
         return result
@@ -209,7 +257,7 @@ class Agent:
         import asyncio
 
         try:
-            result = await self._complete(state)
+            result = await self._complete(state, session=True)
         except asyncio.CancelledError:
             self._history.extend((*before, *state.settled()))
             raise
@@ -235,6 +283,17 @@ class Agent:
     def _context(self, state: RunState) -> RunContext:
         messages = list(state.input)
         return RunContext(messages, latest_prompt(messages), self.name, state.invocation_id)
+
+
+def _bind_backend(config: AgentConfig) -> Any:
+    """The runner of ``config.backend`` for one Agent (it checks the config)."""
+    bind = getattr(config.backend, "bind", None)
+    if not callable(bind):
+        raise TypeError(
+            "AgentConfig.backend must be a turnkit.backends transport (ProcessBackend, "
+            f"AcpBackend), got {type(config.backend).__name__}"
+        )
+    return bind(config)
 
 
 def _tool_map(tools: Sequence[Tool | Callable[..., Any]]) -> dict[str, Tool]:

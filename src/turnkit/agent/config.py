@@ -46,7 +46,9 @@ class AgentConfig:
       the messages of every model request (sync or async);
       ``convert_to_llm`` defaults to
       :func:`~turnkit.default_convert_to_llm`.
-    - ``backend``: an external transport (process, ACP), not available yet.
+    - ``backend``: an external agent (:class:`~turnkit.backends.ProcessBackend`,
+      :class:`~turnkit.backends.AcpBackend`) that runs the turns instead of
+      ``model``; text only (SPEC section 6).
     """
 
     name: str

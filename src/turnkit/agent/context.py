@@ -16,7 +16,15 @@ from turnkit.errors import InvalidMessageError
 from turnkit.messages import Message, TextBlock, validate_messages
 from turnkit.messages._checks import kind_of
 
-__all__ = ["RunContext", "apply_after_run", "apply_before_run", "latest_prompt", "replace_prompt"]
+__all__ = [
+    "RunContext",
+    "apply_after_run",
+    "apply_before_run",
+    "before_run_changes",
+    "hook_prompt",
+    "latest_prompt",
+    "replace_prompt",
+]
 
 _FIELDS = frozenset({"messages", "prompt"})
 
@@ -80,32 +88,47 @@ def _messages_from(value: object, path: str) -> tuple[Message, ...]:
     return messages
 
 
-async def apply_before_run(hook: Any, ctx: RunContext) -> tuple[Message, ...]:
-    """Run ``before_run`` and return the run's input as it changed it."""
-    received = ctx.prompt
-    original = tuple(ctx.messages)
+async def before_run_changes(hook: Any, ctx: RunContext) -> Mapping[str, Any]:
+    """Run ``before_run`` and return the fields it set, as given ({} for none).
+
+    Raises TypeError for a return value of the wrong kind or unknown fields.
+    """
     returned = await _maybe_await(hook(ctx))
     if returned is None:
-        return original
+        return {}
     if returned is ctx:
-        changes: Mapping[str, Any] = {"messages": ctx.messages, "prompt": ctx.prompt}
-    elif isinstance(returned, Mapping):
+        return {"messages": ctx.messages, "prompt": ctx.prompt}
+    if isinstance(returned, Mapping):
         unknown = set(returned) - _FIELDS
         if unknown:
             raise TypeError(f"before_run returned unknown fields {sorted(unknown)}")
-        changes = returned
-    else:
-        raise TypeError(
-            f"before_run must return None, the ctx, or a dict of fields, got {kind_of(returned)}"
-        )
-    messages = original
-    if "messages" in changes:
-        messages = _messages_from(changes["messages"], "before_run().messages")
+        return returned
+    raise TypeError(
+        f"before_run must return None, the ctx, or a dict of fields, got {kind_of(returned)}"
+    )
+
+
+def hook_prompt(changes: Mapping[str, Any], received: str) -> str:
+    """The prompt after ``before_run``: the one it set, else ``received``."""
     prompt = changes.get("prompt", received)
     if not isinstance(prompt, str):
         raise InvalidMessageError(
             "before_run().prompt", f"expected a string, got {kind_of(prompt)}"
         )
+    return prompt
+
+
+async def apply_before_run(hook: Any, ctx: RunContext) -> tuple[Message, ...]:
+    """Run ``before_run`` and return the run's input as it changed it."""
+    received = ctx.prompt
+    original = tuple(ctx.messages)
+    changes = await before_run_changes(hook, ctx)
+    if not changes:
+        return original
+    messages = original
+    if "messages" in changes:
+        messages = _messages_from(changes["messages"], "before_run().messages")
+    prompt = hook_prompt(changes, received)
     if prompt != received:
         messages = replace_prompt(messages, prompt)
     return messages

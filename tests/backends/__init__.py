@@ -1,0 +1,1 @@
+"""Tests of turnkit.backends: ProcessBackend and AcpBackend against real peers."""
