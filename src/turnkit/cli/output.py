@@ -17,7 +17,7 @@ class Printer:
         from rich.console import Console
 
         self.out = Console(highlight=False, soft_wrap=True)
-        self.err = Console(stderr=True, highlight=False)
+        self.err = Console(stderr=True, highlight=False, soft_wrap=True)
 
     async def stream(self, events: AsyncIterator[StreamEvent]) -> RunResult:
         """Print a run as it streams; returns its result."""
@@ -43,12 +43,11 @@ class Printer:
     def _finish(self, result: RunResult) -> None:
         if result.output:
             self.out.print()
-        usage = result.usage
-        self.err.print(
-            f"[dim]{usage.input_tokens} tokens in, {usage.output_tokens} out[/dim]", markup=True
-        )
         if not result.success:
             self.err.print(f"turnkit: error: {result.error}", markup=False)
+            return
+        usage = result.usage
+        self.err.print(f"[dim]{usage.input_tokens} tokens in, {usage.output_tokens} out[/dim]")
 
     def note(self, text: str) -> None:
         self.err.print(f"[dim]{text}[/dim]")

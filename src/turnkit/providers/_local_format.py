@@ -29,7 +29,10 @@ from turnkit.messages import (
 from turnkit.providers.base import ToolSpec
 
 __all__ = [
+    "ANSWER_ONLY_SCHEMA",
     "AnswerText",
+    "answered_calls",
+    "call_key",
     "chat_messages",
     "check_text_only",
     "parse_tool_turn",
@@ -39,6 +42,12 @@ __all__ = [
 
 PROVIDER = "local"
 _MAX_REF_DEPTH = 8
+ANSWER_ONLY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"answer": {"type": "string"}},
+    "required": ["answer"],
+    "additionalProperties": False,
+}
 
 ChatMessage = dict[str, str]
 
@@ -197,8 +206,40 @@ def tool_turn_schema(tools: Sequence[ToolSpec]) -> dict[str, Any]:
         _closed_object({"tool": {"const": tool.name}, "arguments": _arguments_schema(tool)})
         for tool in tools
     ]
-    branches.append(_closed_object({"answer": {"type": "string"}}))
+    branches.append(ANSWER_ONLY_SCHEMA)
     return {"anyOf": branches}
+
+
+def call_key(name: str, arguments: Any) -> str:
+    """One key per distinct call: the tool name and its arguments, canonical."""
+    return f"{name}:{json.dumps(arguments, sort_keys=True, default=str)}"
+
+
+def answered_calls(messages: Sequence[Message]) -> frozenset[str]:
+    """The calls in ``messages`` that already have a result."""
+    answered = {
+        block.tool_use_id
+        for message in messages
+        for block in message.content
+        if isinstance(block, ToolResultBlock)
+    }
+    return frozenset(
+        call_key(block.name, thaw(block.input))
+        for message in messages
+        for block in message.content
+        if isinstance(block, ToolUseBlock) and block.id in answered
+    )
+
+
+def repeats_answered_call(raw: str, answered: frozenset[str]) -> bool:
+    """Whether a tool turn's reply asks again for a call that has its result."""
+    try:
+        value = json.loads(raw, strict=False)
+    except ValueError:
+        return False
+    if not isinstance(value, dict) or "tool" not in value:
+        return False
+    return call_key(str(value["tool"]), value.get("arguments")) in answered
 
 
 def _closed_object(properties: dict[str, Any]) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import dataclasses
 import functools
 import importlib.util
 import json
@@ -43,11 +44,14 @@ from typing import TYPE_CHECKING, Any, Literal
 from turnkit.errors import ModelNotFoundError, ProviderError
 from turnkit.messages import Message, Origin, TextBlock, ToolUseBlock
 from turnkit.providers._local_format import (
+    ANSWER_ONLY_SCHEMA,
     AnswerText,
     ChatMessage,
+    answered_calls,
     chat_messages,
     check_text_only,
     parse_tool_turn,
+    repeats_answered_call,
     tool_turn_schema,
 )
 from turnkit.providers.base import (
@@ -127,6 +131,9 @@ class LoadedModel:
             result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True
         )
 
+
+RESTART = "\x00restart\x00"
+"""Sent through a stream's pieces when a reply is discarded and a new one begins."""
 
 _LOADED: dict[tuple[str, int, int], LoadedModel] = {}
 _LOAD_LOCK = threading.Lock()
@@ -249,6 +256,7 @@ class LocalPrompt:
     max_tokens: int
     temperature: float
     seed: int
+    answered: frozenset[str] = frozenset()  # calls that already have results
 
 
 @dataclass(frozen=True, slots=True)
@@ -413,6 +421,9 @@ class LocalModel(Model):
         streamed = []
         try:
             while (piece := await pieces.get()) is not None:
+                if piece == RESTART:  # the first reply was discarded; a new one follows
+                    answer = AnswerText()
+                    continue
                 delta = answer.feed(piece) if answer is not None else piece
                 if delta:
                     streamed.append(delta)
@@ -431,7 +442,24 @@ class LocalModel(Model):
     def _generate(
         self, prompt: LocalPrompt, stop: threading.Event, emit: Callable[[str], None] | None
     ) -> Generation:
-        return generate(self.load(), prompt, stop, emit)
+        """Generate; a tool turn that asks again for an answered call must answer.
+
+        A model this small tends to repeat a call after its result instead of
+        answering; the repeat is discarded and the turn is held to an answer.
+        """
+        loaded = self.load()
+        first = generate(loaded, prompt, stop, emit)
+        if not prompt.tools or not repeats_answered_call(first.text, prompt.answered):
+            return first
+        if emit is not None:
+            emit(RESTART)
+        answer_only = dataclasses.replace(prompt, schema=json.dumps(ANSWER_ONLY_SCHEMA))
+        second = generate(loaded, answer_only, stop, emit)
+        return dataclasses.replace(
+            second,
+            prompt_tokens=first.prompt_tokens + second.prompt_tokens,
+            completion_tokens=first.completion_tokens + second.completion_tokens,
+        )
 
     # -- request and reply ------------------------------------------------------
 
@@ -450,6 +478,7 @@ class LocalModel(Model):
             max_tokens=settings.max_output_tokens or self.default_max_tokens,
             temperature=settings.temperature if settings.temperature is not None else 0.0,
             seed=self.seed,
+            answered=answered_calls(messages) if tools else frozenset(),
         )
 
     def parse(self, prompt: LocalPrompt, generation: Generation) -> ModelResponse:
