@@ -363,3 +363,20 @@ def test_missing_weights_package_says_what_to_install(monkeypatch: pytest.Monkey
 def test_an_unknown_local_model_name_is_refused() -> None:
     with pytest.raises(ModelNotFoundError, match="unknown local model 'gpt-9'"):
         LocalModel("gpt-9")
+
+
+def test_answered_calls_and_repeats() -> None:
+    from turnkit.providers._local_format import answered_calls, repeats_answered_call
+
+    history = (
+        Message.user("go"),
+        Message.assistant(
+            ToolUseBlock("c1", "add", {"a": 2, "b": 40}), ToolUseBlock("c2", "add", {})
+        ),
+        Message.user(ToolResultBlock("c1", "42")),
+    )
+    answered = answered_calls(history)
+    assert repeats_answered_call('{"tool": "add", "arguments": {"b": 40, "a": 2}}', answered)
+    assert not repeats_answered_call('{"tool": "add", "arguments": {}}', answered)  # no result yet
+    assert not repeats_answered_call('{"answer": "42"}', answered)
+    assert not repeats_answered_call("not json", answered)
