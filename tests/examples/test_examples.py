@@ -1,0 +1,33 @@
+"""Every program in examples/ runs and prints what it promises."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+
+
+def run_example(name: str) -> str:
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / name)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_quickstart_shows_the_repaired_history_and_a_refusal() -> None:
+    out = run_example("quickstart.py")
+    assert "Tool call weather was interrupted before it produced a result." in out
+    assert '-> tool_call(weather): {"city": "Paris"}' in out  # the later mutation changed nothing
+    assert "refused: messages[0].content: expected a list of content blocks" in out
+
+
+def test_local_agent_calls_its_tool() -> None:
+    pytest.importorskip("llama_cpp", reason="the local model needs turnkit[local]")
+    out = run_example("local_agent.py")
+    assert "<- tool_result(" in out and "): 42" in out
+    assert "answer: " in out
