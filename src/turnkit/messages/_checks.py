@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import re
 import string
+import threading
 from collections import OrderedDict
 from typing import Any
 from urllib.parse import urlsplit
@@ -92,7 +93,8 @@ class _Base64Memo:
 
     Reading the data is the only O(bytes) step of validation. Histories are
     re-validated every turn with the same image strings, and a str caches its
-    hash, so a hit costs O(1) for the same object. Bounded in bytes.
+    hash, so a hit costs O(1) for the same object. Bounded in bytes; only
+    strings of ``min_len`` or more are kept; safe across threads.
     """
 
     def __init__(self, max_bytes: int = 64 * 1024 * 1024, min_len: int = 4096) -> None:
@@ -100,21 +102,28 @@ class _Base64Memo:
         self._bytes = 0
         self._max_bytes = max_bytes
         self._min_len = min_len
+        self._lock = threading.Lock()
 
     def __contains__(self, data: str) -> bool:
-        if len(data) < self._min_len or data not in self._seen:
+        if len(data) < self._min_len:
             return False
-        self._seen.move_to_end(data)
-        return True
+        with self._lock:
+            if data not in self._seen:
+                return False
+            self._seen.move_to_end(data)
+            return True
 
     def add(self, data: str) -> None:
         if len(data) < self._min_len or len(data) > self._max_bytes:
             return
-        self._seen[data] = None
-        self._bytes += len(data)
-        while self._bytes > self._max_bytes:
-            old, _ = self._seen.popitem(last=False)
-            self._bytes -= len(old)
+        with self._lock:
+            if data in self._seen:
+                return
+            self._seen[data] = None
+            self._bytes += len(data)
+            while self._bytes > self._max_bytes:
+                old, _ = self._seen.popitem(last=False)
+                self._bytes -= len(old)
 
 
 _canonical = _Base64Memo()
