@@ -2,12 +2,31 @@
 
 from __future__ import annotations
 
+import importlib
+
 import openai
 
 from turnkit.errors import ProviderError
 from turnkit.providers.rules import is_retryable_status, retry_after_seconds
 
-__all__ = ["provider_error"]
+__all__ = ["TRANSPORT_ERRORS", "provider_error"]
+
+
+def _transport_errors() -> tuple[type[Exception], ...]:
+    """What a broken connection raises mid-stream: the SDK does not wrap it.
+
+    The SDK is built on ``httpx2`` (older releases: ``httpx``).
+    """
+    found = []
+    for name in ("httpx2", "httpx"):
+        try:
+            found.append(importlib.import_module(name).TransportError)
+        except ImportError:
+            continue
+    return tuple(found)
+
+
+TRANSPORT_ERRORS = _transport_errors()
 
 
 def provider_error(err: openai.APIError, provider: str) -> ProviderError:

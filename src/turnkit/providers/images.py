@@ -106,13 +106,13 @@ async def _image_part(block, policy: ImagePolicy, provider: str, takes_urls: boo
 
 async def fetch_image(source: UrlSource, policy: ImagePolicy) -> Base64Source:
     """Download an image URL into a base64 source, within the policy."""
-    import httpx
+    import httpx2  # the HTTP client the provider SDKs use
 
     host = urlsplit(source.url).hostname or ""
     if not policy.allow_private_addresses:
         await _refuse_private(host)
     async with (
-        httpx.AsyncClient(timeout=policy.fetch_timeout_s, follow_redirects=False) as client,
+        httpx2.AsyncClient(timeout=policy.fetch_timeout_s, follow_redirects=False) as client,
         client.stream("GET", source.url) as response,
     ):
         if response.status_code != 200:

@@ -58,7 +58,7 @@ from turnkit.messages import (
     ToolUseBlock,
     thaw,
 )
-from turnkit.providers._openai_errors import provider_error
+from turnkit.providers._openai_errors import TRANSPORT_ERRORS, provider_error
 from turnkit.providers.base import Model, ModelEvent, ModelRequest, ModelResponse, StopReason, Usage
 from turnkit.providers.rules import (
     ToolIdMap,
@@ -155,6 +155,8 @@ class OpenAIChatModel(Model):
                         yield event
         except openai.APIError as err:
             raise self._error(err) from err
+        except TRANSPORT_ERRORS as err:  # the connection broke mid-stream
+            raise ProviderError(str(err), provider=self.provider, retryable=True) from err
         for event in state.close():
             yield event
         yield ModelEvent("done", response=self._response(state.done))

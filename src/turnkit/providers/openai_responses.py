@@ -48,7 +48,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import openai
 
 from turnkit.errors import ProviderError, UnsupportedContentError
@@ -63,7 +62,7 @@ from turnkit.messages import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from turnkit.providers._openai_errors import provider_error
+from turnkit.providers._openai_errors import TRANSPORT_ERRORS, provider_error
 from turnkit.providers.base import (
     Model,
     ModelEvent,
@@ -139,7 +138,7 @@ class OpenAIResponsesModel(Model):
                         yield out
         except openai.APIError as err:
             raise _provider_error(err) from err
-        except httpx.TransportError as err:  # the connection broke mid-stream
+        except TRANSPORT_ERRORS as err:  # the connection broke mid-stream
             raise ProviderError(str(err), provider=PROVIDER, retryable=True) from err
         if final is None:
             message = "the response stream ended before the response was complete"
