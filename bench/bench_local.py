@@ -36,6 +36,7 @@ from typing import Any
 
 from llama_cpp import Llama
 
+import turnkit.providers._local_runtime as runtime
 import turnkit.providers.local as local
 from turnkit import Message
 from turnkit.providers import ModelRequest, ModelSettings, ToolSpec
@@ -69,7 +70,7 @@ def load_seconds(runs: int) -> tuple[float, float]:
     path = str(local.default_model_path())
     ours, direct = [], []
     for _ in range(runs):
-        local._LOADED.clear()
+        runtime._LOADED.clear()
         start = time.perf_counter()
         loaded = local.LocalModel().load()
         ours.append(time.perf_counter() - start)
@@ -84,7 +85,7 @@ def load_seconds(runs: int) -> tuple[float, float]:
         )
         direct.append(time.perf_counter() - start)
         llama.close()
-    local._LOADED.clear()
+    runtime._LOADED.clear()
     return statistics.median(ours), statistics.median(direct)
 
 

@@ -8,12 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import turnkit
 from turnkit import Agent, AgentConfig, ToolResultBlock, ToolUseBlock
-
-pytest.importorskip("llama_cpp", reason="the local model needs turnkit[local]")
 
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="

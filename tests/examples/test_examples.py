@@ -6,8 +6,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 EXAMPLES = Path(__file__).parents[2] / "examples"
 
 
@@ -27,7 +25,6 @@ def test_quickstart_shows_the_repaired_history_and_a_refusal() -> None:
 
 
 def test_local_agent_calls_its_tool() -> None:
-    pytest.importorskip("llama_cpp", reason="the local model needs turnkit[local]")
     out = run_example("local_agent.py")
     assert "<- tool_result(" in out and "): 42" in out
     assert "answer: " in out

@@ -10,7 +10,6 @@ import pytest
 
 @pytest.fixture(scope="session")
 def _span_exporter() -> Any:
-    pytest.importorskip("opentelemetry.sdk")
     from opentelemetry import trace
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor

