@@ -131,3 +131,19 @@ async def test_errors_are_mapped(
         await model.request(request(Message.user("hi")))
     assert (caught.value.status, caught.value.retryable) == (status, retryable)
     assert "scripted failure" in caught.value.message
+
+
+def test_cached_tokens_are_counted_apart_from_fresh_input() -> None:
+    from google.genai import types
+
+    from turnkit.providers.gemini import _usage
+
+    usage = _usage(
+        types.GenerateContentResponseUsageMetadata(
+            prompt_token_count=100,
+            cached_content_token_count=60,
+            candidates_token_count=7,
+            thoughts_token_count=3,
+        )
+    )
+    assert (usage.input_tokens, usage.cache_read_tokens, usage.output_tokens) == (40, 60, 10)

@@ -281,7 +281,8 @@ def _usage(usage: Any) -> Usage:
         return Usage()
     output = (usage.candidates_token_count or 0) + (usage.thoughts_token_count or 0)
     cached = usage.cached_content_token_count or 0
-    return Usage(usage.prompt_token_count or 0, output, cached, 0)
+    # As for the other providers: input_tokens is the input not read from cache.
+    return Usage((usage.prompt_token_count or 0) - cached, output, cached, 0)
 
 
 def _provider_error(err: errors.APIError) -> ProviderError:
