@@ -104,14 +104,21 @@ async def turnkit_stream(model: local.LocalModel, request: ModelRequest) -> tupl
 
 def direct_call(llama: Llama, messages: list[dict[str, str]], **options: Any) -> tuple[int, str]:
     llama.reset()  # turnkit evaluates the whole prompt on every call; so does this
-    reply = llama.create_chat_completion(messages, temperature=0.0, seed=0, **options)
+    reply = llama.create_chat_completion(
+        messages, temperature=0.0, seed=0, repeat_penalty=runtime.REPEAT_PENALTY, **options
+    )
     return reply["usage"]["completion_tokens"], reply["choices"][0]["message"]["content"]
 
 
 def direct_stream(llama: Llama, messages: list[dict[str, str]], max_tokens: int) -> tuple[int, str]:
     llama.reset()
     chunks = llama.create_chat_completion(
-        messages, temperature=0.0, seed=0, max_tokens=max_tokens, stream=True
+        messages,
+        temperature=0.0,
+        seed=0,
+        repeat_penalty=runtime.REPEAT_PENALTY,
+        max_tokens=max_tokens,
+        stream=True,
     )
     # a stream reports no usage: each token comes as one chunk with content
     deltas = [chunk["choices"][0]["delta"] for chunk in chunks]

@@ -151,6 +151,17 @@ async def test_system_text_reaches_the_prompt(model: LocalModel) -> None:
     assert "SmolLM" not in text  # the template's default system text did not replace it
 
 
+async def test_without_system_text_a_short_default_keeps_the_model_on_task(
+    model: LocalModel,
+) -> None:
+    from turnkit.providers._local_format import DEFAULT_SYSTEM
+
+    prompt = await model.build_prompt(ask(Message.user("What is the capital of France?")))
+    assert prompt.messages[0] == {"role": "system", "content": DEFAULT_SYSTEM}
+    response = await model.request(ask(Message.user("What is the capital of France?")))
+    assert "Paris" in response.text
+
+
 async def test_leaving_a_stream_early_stops_generation(model: LocalModel) -> None:
     request = ask(Message.user("Write a very long story about a dragon."), max_output_tokens=400)
     stream = model.stream(request)
@@ -225,7 +236,7 @@ def test_history_is_rendered_as_text_the_model_can_follow() -> None:
     assert json.loads(out[2]["content"]) == {"tool": "add", "arguments": {"a": 2, "b": 40}}
     assert out[3]["content"] == "Result of tool add:\n42\nThanks"
     assert json.loads(out[4]["content"]) == {"answer": "It is 42."}
-    assert chat_messages(None, history[-1:], ())[0] == {"role": "assistant", "content": "It is 42."}
+    assert chat_messages(None, history[-1:], ())[1] == {"role": "assistant", "content": "It is 42."}
 
 
 def test_tool_schemas_are_inlined_and_closed() -> None:

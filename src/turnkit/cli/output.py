@@ -43,6 +43,7 @@ class Printer:
     def _finish(self, result: RunResult) -> None:
         if result.output:
             self.out.print()
+        self.out.file.flush()  # the answer first, then what goes to stderr
         if not result.success:
             self.err.print(f"turnkit: error: {result.error}", markup=False)
             return

@@ -30,6 +30,7 @@ from turnkit.providers.base import ToolSpec
 
 __all__ = [
     "ANSWER_ONLY_SCHEMA",
+    "DEFAULT_SYSTEM",
     "AnswerText",
     "answered_calls",
     "call_key",
@@ -42,6 +43,9 @@ __all__ = [
 
 PROVIDER = "local"
 _MAX_REF_DEPTH = 8
+DEFAULT_SYSTEM = "You are a helpful assistant. Answer briefly and accurately."
+"""Used when a request has no system text: without one, this small model
+wanders (asked for the capital of France, it recites French words)."""
 ANSWER_ONLY_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"answer": {"type": "string"}},
@@ -100,7 +104,7 @@ def chat_messages(
     role are joined, as chat templates expect turns to alternate.
     """
     hint = tool_hint(tools) if tools else ""
-    system_text = "\n\n".join(part for part in (system, hint) if part)
+    system_text = "\n\n".join(part for part in (system or DEFAULT_SYSTEM, hint) if part)
     out: list[ChatMessage] = [{"role": "system", "content": system_text}] if system_text else []
     names: dict[str, str] = {}
     for message in messages:

