@@ -80,7 +80,8 @@ async def test_structured_runs_give_each_scorer_an_independent_copy() -> None:
     await run_once(evaluation, caller)
     assert got == [[{"role": "user", "content": [{"type": "text", "text": "Hello"}]}]]
     assert got[0] is not caller
-    assert "VANDALISED" not in (records(evaluation)[0].input or "")
+    stored = json.loads(records(evaluation)[0].input or "null")
+    assert stored == [{"role": "user", "content": [{"type": "text", "text": "Hello"}]}]
     assert caller[0]["content"][0]["text"] == "Hello"
 
 
