@@ -33,6 +33,7 @@ from turnkit.orchestrator import (
     TeamResult,
     TokenBudgetExceededError,
 )
+from turnkit.providers import ImagePolicy, Model, ModelSettings, resolve_model
 from turnkit.tools import Tool, tool
 
 __version__ = "0.1.0"
@@ -44,8 +45,11 @@ __all__ = [
     "CacheControl",
     "FileBlock",
     "ImageBlock",
+    "ImagePolicy",
     "InvalidMessageError",
     "Message",
+    "Model",
+    "ModelSettings",
     "Origin",
     "RunContext",
     "RunResult",
@@ -61,6 +65,7 @@ __all__ = [
     "default_convert_to_llm",
     "message_text_body",
     "normalize_tool_call_history",
+    "resolve_model",
     "tool",
     "validate_blocks",
     "validate_messages",

@@ -324,3 +324,21 @@ def test_model_resolution_goes_through_one_function() -> None:
     assert resolve_agent_model(None, default=model) is model
     other = ScriptedModel([])
     assert resolve_agent_model(other, default=model) is other
+
+
+async def test_thinking_replay_and_image_policy_reach_the_request() -> None:
+    from turnkit import ImagePolicy, ThinkingBlock
+    from turnkit.messages import Origin
+
+    foreign = Message.assistant(ThinkingBlock("hmm", "sig"), "Hi", origin=Origin("other", "m"))
+    policy = ImagePolicy(max_bytes=1000)
+    model = ScriptedModel(["ok"])
+    agent = Agent(
+        AgentConfig("a", model=model, history=[Message.user("q"), foreign], thinking_replay="text")
+    )
+    agent2 = Agent(AgentConfig("b", model=model, image_policy=policy))
+    await agent.prompt("more")
+    assert model.requests[0].messages[1].content[0] == TextBlock("<thinking>\nhmm\n</thinking>")
+    assert agent2._turns.settings.image_policy is policy
+    with pytest.raises(ValueError, match="thinking_replay"):
+        Agent(AgentConfig("c", model=model, thinking_replay="keep"))  # type: ignore[arg-type]

@@ -52,6 +52,9 @@ class Agent:
             raise ValueError("AgentConfig.name must be a non-empty string")
         if type(config.max_turns) is not int or config.max_turns < 1:
             raise ValueError(f"AgentConfig.max_turns must be an int >= 1, got {config.max_turns!r}")
+        if config.thinking_replay not in ("drop", "text"):
+            problem = f"must be 'drop' or 'text', got {config.thinking_replay!r}"
+            raise ValueError(f"AgentConfig.thinking_replay {problem}")
         self._config = config
         self._backend = None if config.backend is None else _bind_backend(config)
         self._history = history_input(config.history)
@@ -63,6 +66,8 @@ class Agent:
                     "max_output_tokens": config.max_output_tokens,
                     "temperature": config.temperature,
                     "thinking": config.thinking,
+                    "thinking_replay": config.thinking_replay,
+                    "image_policy": config.image_policy,
                 }
             ),
             max_turns=config.max_turns,

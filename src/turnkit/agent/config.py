@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from turnkit.messages import Message
 from turnkit.providers.base import Model
+from turnkit.providers.images import ImagePolicy
 from turnkit.providers.registry import resolve_model
 
 if TYPE_CHECKING:
@@ -46,6 +47,11 @@ class AgentConfig:
       the messages of every model request (sync or async);
       ``convert_to_llm`` defaults to
       :func:`~turnkit.default_convert_to_llm`.
+    - ``thinking_replay``: what happens to thinking the model cannot verify
+      (another provider's or model's, or unsigned): ``"drop"`` (default) or
+      ``"text"`` (sent as plain ``<thinking>`` text).
+    - ``image_policy``: an :class:`~turnkit.providers.ImagePolicy` for the
+      images of every request (default: ``ImagePolicy()``).
     - ``backend``: an external agent (:class:`~turnkit.backends.ProcessBackend`,
       :class:`~turnkit.backends.AcpBackend`) that runs the turns instead of
       ``model``; text only (SPEC section 6).
@@ -65,6 +71,8 @@ class AgentConfig:
     transform_context: TransformContext | None = None
     convert_to_llm: ConvertToLlm | None = None
     backend: Any = None
+    thinking_replay: Literal["drop", "text"] = "drop"
+    image_policy: ImagePolicy | None = None
 
 
 def resolve_agent_model(model: str | Model | None, default: str | Model | None = None) -> Model:
