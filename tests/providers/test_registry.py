@@ -52,3 +52,22 @@ def test_register_provider_adds_a_prefix() -> None:
     register_provider("scripted", lambda name: ScriptedModel(["hi"], name=name))
     model = resolve_model("scripted:demo")
     assert isinstance(model, Model) and model.id == "scripted:demo"
+
+
+async def test_responses_on_a_self_hosted_server_needs_no_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    model = resolve_model("openai-responses:qwen2.5@http://127.0.0.1:8000/v1")
+    assert str(model.client.base_url) == "http://127.0.0.1:8000/v1/"
+
+
+async def test_openai_itself_without_a_key_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from turnkit.errors import ProviderError
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with pytest.raises(ProviderError, match="OPENAI_API_KEY"):
+        _ = resolve_model("openai-responses:gpt-5").client

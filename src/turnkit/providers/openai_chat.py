@@ -37,7 +37,6 @@ Decisions, where the wire API leaves a choice:
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -58,7 +57,7 @@ from turnkit.messages import (
     ToolUseBlock,
     thaw,
 )
-from turnkit.providers._openai_errors import TRANSPORT_ERRORS, provider_error
+from turnkit.providers._openai_common import TRANSPORT_ERRORS, openai_client, provider_error
 from turnkit.providers.base import Model, ModelEvent, ModelRequest, ModelResponse, StopReason, Usage
 from turnkit.providers.rules import (
     ToolIdMap,
@@ -119,21 +118,9 @@ class OpenAIChatModel(Model):
     @property
     def client(self) -> openai.AsyncOpenAI:
         """The SDK client of the running event loop, built on first use there."""
-        return self.per_loop(self._new_client)
-
-    def _new_client(self) -> openai.AsyncOpenAI:
-        key = self._api_key
-        if key is None and self.provider == "ollama":
-            key = os.environ.get("OLLAMA_API_KEY") or "ollama"
-        elif key is None and self._base_url:
-            # A self-hosted OpenAI-compatible server often wants no key at all.
-            key = os.environ.get("OPENAI_API_KEY") or "no-key"
-        try:
-            return openai.AsyncOpenAI(
-                api_key=key, base_url=self._base_url, max_retries=self._max_retries
-            )
-        except openai.OpenAIError as err:  # no key anywhere
-            raise ProviderError(str(err), provider=self.provider) from None
+        return self.per_loop(
+            lambda: openai_client(self.provider, self._api_key, self._base_url, self._max_retries)
+        )
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         params = await self.build_params(request)

@@ -62,7 +62,7 @@ from turnkit.messages import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from turnkit.providers._openai_errors import TRANSPORT_ERRORS, provider_error
+from turnkit.providers._openai_common import TRANSPORT_ERRORS, openai_client, provider_error
 from turnkit.providers.base import (
     Model,
     ModelEvent,
@@ -107,13 +107,16 @@ class OpenAIResponsesModel(Model):
     ) -> None:
         self.name = name
         self.store = store
-        self._client_args = {"api_key": api_key, "base_url": base_url, "max_retries": max_retries}
+        self._api_key = api_key
+        self._base_url = base_url
+        self._max_retries = max_retries
 
     @property
     def client(self) -> openai.AsyncOpenAI:
         """The SDK client of the running event loop."""
-        args = {k: v for k, v in self._client_args.items() if v is not None}
-        return self.per_loop(lambda: openai.AsyncOpenAI(**args))
+        return self.per_loop(
+            lambda: openai_client(PROVIDER, self._api_key, self._base_url, self._max_retries)
+        )
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         params = await self.build_params(request)
