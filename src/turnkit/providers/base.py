@@ -11,7 +11,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from turnkit.messages import (
     FrozenDict,
@@ -21,6 +21,9 @@ from turnkit.messages import (
     ToolUseBlock,
     freeze_json,
 )
+
+if TYPE_CHECKING:
+    from turnkit.providers.images import ImagePolicy
 
 T = TypeVar("T")
 
@@ -71,7 +74,7 @@ class ModelSettings:
     temperature: float | None = None
     thinking: bool | int | Effort | None = None
     thinking_replay: ThinkingReplay = "drop"
-    image_policy: Any = None  # an ImagePolicy; typed loosely to keep this module import-light
+    image_policy: ImagePolicy | None = None  # None: ImagePolicy()
 
     @property
     def thinking_budget(self) -> int | None:
