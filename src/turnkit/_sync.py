@@ -1,11 +1,23 @@
-"""Sync twins of async entry points, usable with or without a running loop."""
+"""Sync and async, bridged once for the whole package.
+
+- :func:`run_sync`: the sync twins of async entry points, with or without a
+  running loop.
+- :func:`maybe_await`: a user callback's return value, awaited if it is
+  awaitable (callbacks may be sync or async).
+- :func:`call_sync_or_async`: call a user function the way turnkit always
+  does: await an async one, run a sync one in a worker thread so it never
+  blocks the event loop.
+
+``asyncio`` and ``inspect`` are imported inside the functions: loading them
+at import time costs ``import turnkit`` tens of milliseconds.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["run_sync"]
+__all__ = ["call_sync_or_async", "is_async_callable", "maybe_await", "run_sync"]
 
 T = TypeVar("T")
 
@@ -30,3 +42,30 @@ def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
     context = contextvars.copy_context()
     with ThreadPoolExecutor(1, thread_name_prefix="turnkit-sync") as pool:
         return pool.submit(context.run, asyncio.run, coroutine).result()
+
+
+async def maybe_await(value: Any) -> Any:
+    """``value``, awaited first when it is awaitable."""
+    import inspect
+
+    return await value if inspect.isawaitable(value) else value
+
+
+def is_async_callable(fn: Callable[..., Any]) -> bool:
+    """Whether calling ``fn`` gives a coroutine (async functions and ``async __call__``)."""
+    import inspect
+
+    method = type(fn).__call__ if not inspect.isroutine(fn) else None
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(method)
+
+
+async def call_sync_or_async(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``: awaited when async, else run in a worker thread.
+
+    A sync function that returns an awaitable has that awaited too.
+    """
+    if is_async_callable(fn):
+        return await fn(*args, **kwargs)
+    import asyncio
+
+    return await maybe_await(await asyncio.to_thread(fn, *args, **kwargs))

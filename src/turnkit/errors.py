@@ -16,6 +16,7 @@ __all__ = [
     "ProviderError",
     "TaskGraphError",
     "TokenBudgetExceededError",
+    "ToolInputError",
     "TurnkitError",
     "UnsupportedContentError",
 ]
@@ -95,6 +96,10 @@ class UnsupportedContentError(ProviderError):
 
 class ImagePolicyError(TurnkitError, ValueError):
     """An image refused by the :class:`~turnkit.providers.ImagePolicy` in force."""
+
+
+class ToolInputError(TurnkitError, ValueError):
+    """A tool's input did not match its schema; the message is shown to the model."""
 
 
 class ModelNotFoundError(TurnkitError, ValueError):

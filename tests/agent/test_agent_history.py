@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from turnkit import Agent, AgentConfig, Message, ToolResultBlock, ToolUseBlock, tool
-from turnkit.messages import interrupted_result
+from turnkit.messages.history import interrupted_result
 from turnkit.testing import ScriptedModel
 
 

@@ -46,7 +46,7 @@ def test_an_image_sent_to_the_local_model_exits_2(tmp_path: Path) -> None:
     done = turnkit_cli("run", "What is this?", "--image", str(image))
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and "cannot read images" in lines[0]
+    assert len(lines) == 1 and "reads text only: remove the image" in lines[0]
 
 
 @turnkit.tool

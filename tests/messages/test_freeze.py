@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from turnkit import Message, TextBlock, ToolUseBlock, validate_messages
-from turnkit.messages import FrozenDict, freeze_json, thaw
+from turnkit.messages import FrozenDict, thaw
+from turnkit.messages._json import freeze_json
 
 PNG = {"type": "base64", "media_type": "image/png", "data": "aGk="}
 

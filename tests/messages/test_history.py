@@ -12,7 +12,7 @@ from turnkit import (
     default_convert_to_llm,
     normalize_tool_call_history,
 )
-from turnkit.messages import interrupted_result
+from turnkit.messages.history import interrupted_result
 
 from ._assertions import assert_invalid
 

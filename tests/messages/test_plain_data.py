@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from turnkit import Message, ToolUseBlock, validate_messages
-from turnkit.messages import FrozenDict, freeze_json, thaw
+from turnkit.messages import FrozenDict, thaw
+from turnkit.messages._json import freeze_json
 
 from ._assertions import assert_invalid
 

@@ -294,18 +294,18 @@ def test_a_tool_call_streams_no_text() -> None:
     [
         (
             ImageBlock({"type": "base64", "media_type": "image/png", "data": PNG}),
-            "cannot read images",
+            r"messages\[0\]\.content\[0\]: the local model reads text only: remove the image",
         ),
-        (ImageBlock({"type": "url", "url": "https://example.com/a.png"}), "cannot read images"),
+        (ImageBlock({"type": "url", "url": "https://example.com/a.png"}), "remove the image,"),
         (
             FileBlock({"type": "base64", "media_type": "application/pdf", "data": PNG}, "a.pdf"),
-            "cannot read files",
+            "reads text only: remove the file 'a.pdf'",
         ),
         (
             ToolResultBlock(
                 "t1", (ImageBlock({"type": "base64", "media_type": "image/png", "data": PNG}),)
             ),
-            r"cannot read images; remove the image at messages\[0\]\.content\[0\]\.content\[0\]",
+            r"messages\[0\]\.content\[0\]\.content\[0\]: the local model reads text only",
         ),
     ],
 )

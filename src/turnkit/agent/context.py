@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from turnkit._sync import maybe_await
 from turnkit.errors import InvalidMessageError
 from turnkit.messages import Message, TextBlock, validate_messages
 from turnkit.messages._checks import kind_of
@@ -93,7 +94,7 @@ async def before_run_changes(hook: Any, ctx: RunContext) -> Mapping[str, Any]:
 
     Raises TypeError for a return value of the wrong kind or unknown fields.
     """
-    returned = await _maybe_await(hook(ctx))
+    returned = await maybe_await(hook(ctx))
     if returned is None:
         return {}
     if returned is ctx:
@@ -138,7 +139,7 @@ async def apply_after_run(hook: Any, ctx: RunContext, result: Any) -> Any:
     """Run ``after_run``; its RunResult replaces ``result``, None keeps it."""
     from turnkit.agent.results import RunResult
 
-    returned = await _maybe_await(hook(ctx, result))
+    returned = await maybe_await(hook(ctx, result))
     if returned is None:
         return result
     if not isinstance(returned, RunResult):
@@ -149,9 +150,3 @@ async def apply_after_run(hook: Any, ctx: RunContext, result: Any) -> Any:
         messages = validate_messages(returned.messages, path="after_run().messages")
         returned = replace(returned, messages=messages)
     return returned
-
-
-async def _maybe_await(value: Any) -> Any:
-    import inspect
-
-    return await value if inspect.isawaitable(value) else value

@@ -11,16 +11,17 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
+from turnkit._sync import maybe_await
 from turnkit.agent.results import RunResult, StreamEvent
 from turnkit.messages import (
     Message,
     ToolResultBlock,
     ToolUseBlock,
     default_convert_to_llm,
-    interrupted_result,
     normalize_tool_call_history,
     validate_messages,
 )
+from turnkit.messages.history import interrupted_result
 from turnkit.providers.base import (
     Model,
     ModelRequest,
@@ -108,12 +109,12 @@ class Turns:
     async def request_for(self, messages: Sequence[Message]) -> ModelRequest:
         """The request for ``messages``: transform, convert, normalize."""
         if self.transform_context is not None:
-            transformed = await _maybe_await(self.transform_context(list(messages)))
+            transformed = await maybe_await(self.transform_context(list(messages)))
             messages = validate_messages(transformed, path="transform_context()")
         if self.convert_to_llm is None:
             converted: Any = default_convert_to_llm(messages)
         else:
-            converted = await _maybe_await(self.convert_to_llm(list(messages)))
+            converted = await maybe_await(self.convert_to_llm(list(messages)))
         llm = normalize_tool_call_history(converted)
         return ModelRequest(tuple(llm), self.system, self.specs, self.settings)
 
@@ -210,9 +211,3 @@ def _stream_event(event: Any) -> StreamEvent:
     if event.type == "tool_use":
         return StreamEvent("tool_use", block=event.tool_call)
     return StreamEvent(event.type, text=event.text)
-
-
-async def _maybe_await(value: Any) -> Any:
-    import inspect
-
-    return await value if inspect.isawaitable(value) else value

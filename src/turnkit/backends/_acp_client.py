@@ -22,8 +22,8 @@ from turnkit.backends.permissions import (
     PermissionRequest,
     decide_permission,
 )
-from turnkit.errors import InvalidMessageError
 from turnkit.messages import ToolResultBlock, ToolUseBlock
+from turnkit.providers.edges import tool_call
 
 __all__ = ["TurnClient"]
 
@@ -93,14 +93,13 @@ class TurnClient:
 
 
 def _tool_use(update: Any) -> ToolUseBlock:
-    """A tool call as a block: the title names it, ``raw_input`` is its input."""
+    """A tool call as a block: the title names it, ``raw_input`` is its input.
+
+    Input that is not a JSON object is kept as raw text, by the rule every
+    provider follows (:func:`turnkit.providers.edges.tool_call`).
+    """
     name = update.title or update.kind or "tool"
-    raw = update.raw_input
-    payload = raw if isinstance(raw, dict) else ({} if raw is None else {"input": raw})
-    try:
-        return ToolUseBlock(update.tool_call_id, name, payload)
-    except InvalidMessageError:  # input that is not plain JSON data: keep the call
-        return ToolUseBlock(update.tool_call_id, name, {})
+    return tool_call(update.tool_call_id, name, update.raw_input)
 
 
 def _tool_result(update: Any) -> ToolResultBlock:

@@ -22,8 +22,8 @@ from turnkit.backends._procs import check_command, check_timeout, deadline_after
 from turnkit.backends.permissions import PermissionPolicy, check_permission_policy
 
 if TYPE_CHECKING:
+    from turnkit._loop_thread import LoopThread
     from turnkit.backends._acp_peer import AcpPeer
-    from turnkit.backends._loop_thread import LoopThread
 
 __all__ = ["AcpBackend"]
 
@@ -153,7 +153,7 @@ class _AcpSession(Conversation):
         weakref.finalize(self, _abandon, self._leftovers)
 
     async def send(self, prompt: str) -> RunResult:
-        from turnkit.backends._loop_thread import LoopThread
+        from turnkit._loop_thread import LoopThread
 
         if self._thread is None:
             self._thread = LoopThread("turnkit-acp-session")

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
+
+from turnkit._sync import maybe_await
 
 __all__ = [
     "PermissionDecision",
@@ -72,9 +73,7 @@ async def decide_permission(policy: PermissionPolicy, request: PermissionRequest
     if policy == "allow":
         return _pick(request.options, _ALLOW) or _pick(request.options, _REJECT)
     assert callable(policy)
-    decision = policy(request)
-    if inspect.isawaitable(decision):
-        decision = await decision
+    decision = await maybe_await(policy(request))
     if decision is True:
         return _pick(request.options, _ALLOW) or _pick(request.options, _REJECT)
     if decision is False or decision is None:

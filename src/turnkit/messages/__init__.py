@@ -5,7 +5,7 @@ down, compared by value, and converted for models by the pipeline functions.
 """
 
 from turnkit.errors import InvalidMessageError
-from turnkit.messages._json import FrozenDict, freeze_json, thaw
+from turnkit.messages._json import FrozenDict, thaw
 from turnkit.messages.blocks import (
     Base64Source,
     Block,
@@ -19,11 +19,7 @@ from turnkit.messages.blocks import (
     ToolUseBlock,
     UrlSource,
 )
-from turnkit.messages.history import (
-    default_convert_to_llm,
-    interrupted_result,
-    normalize_tool_call_history,
-)
+from turnkit.messages.history import default_convert_to_llm, normalize_tool_call_history
 from turnkit.messages.message import Message, Origin
 from turnkit.messages.text import collapse_for_llm, message_text_body
 from turnkit.messages.validate import validate_blocks, validate_messages
@@ -46,8 +42,6 @@ __all__ = [
     "UrlSource",
     "collapse_for_llm",
     "default_convert_to_llm",
-    "freeze_json",
-    "interrupted_result",
     "message_text_body",
     "normalize_tool_call_history",
     "thaw",

@@ -1,7 +1,7 @@
 """The background side of online evaluation: a bounded queue, scorers, a sink.
 
-Scoring runs on an event loop of its own, in a daemon thread started on the
-first sampled run, so it neither delays a run's result nor depends on the
+Scoring runs on an event loop of its own (a :class:`LoopThread`) started on
+the first sampled run, so it neither delays a run's result nor depends on the
 caller's loop (the ``_sync`` twins close theirs when they return). What is
 handed over is immutable (the validated messages, the RunResult); each
 scorer builds its own copy of the input from it.
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import inspect
 import logging
 import math
 import random
@@ -22,6 +21,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from turnkit._loop_thread import LoopThread
+from turnkit._sync import call_sync_or_async, maybe_await
 from turnkit.agent import RunResult
 from turnkit.messages import Message
 from turnkit.orchestrator._payloads import stored_payload
@@ -63,8 +64,7 @@ class Evaluator:
         self._lock = threading.Lock()
         self._pending: set[concurrent.futures.Future[None]] = set()
         self._stats = EvaluationStats()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._thread: LoopThread | None = None
         self._slots = asyncio.Semaphore(config.max_concurrent)  # renewed with each loop
 
     @property
@@ -86,7 +86,7 @@ class Evaluator:
                 )
                 return False
             self._count(sampled=1)
-            future = asyncio.run_coroutine_threadsafe(self._evaluate(sample), self._started())
+            future = self._started().submit(self._evaluate(sample))
             self._pending.add(future)
         future.add_done_callback(self._finished)
         return True
@@ -105,29 +105,18 @@ class Evaluator:
         """Drain, then stop the background loop and its thread."""
         await self.drain(timeout)
         with self._lock:
-            loop, thread = self._loop, self._thread
-            self._loop = self._thread = None
-        if loop is None or thread is None:
-            return
-        shutdown = asyncio.run_coroutine_threadsafe(loop.shutdown_default_executor(), loop)
-        await asyncio.wrap_future(shutdown)
-        loop.call_soon_threadsafe(loop.stop)
-        await asyncio.to_thread(thread.join)
-        loop.close()
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            await thread.stop()
 
     # -- internals (the background loop) --------------------------------------
 
-    def _started(self) -> asyncio.AbstractEventLoop:
+    def _started(self) -> LoopThread:
         """The background loop, started on first use (call with the lock held)."""
-        if self._loop is None:
-            loop = asyncio.new_event_loop()
-            thread = threading.Thread(
-                target=loop.run_forever, name="turnkit-evaluation", daemon=True
-            )
-            thread.start()
-            self._loop, self._thread = loop, thread
+        if self._thread is None:
+            self._thread = LoopThread("turnkit-evaluation")
             self._slots = asyncio.Semaphore(self.config.max_concurrent)
-        return self._loop
+        return self._thread
 
     def _count(self, **deltas: int) -> None:
         stats = self._stats
@@ -145,9 +134,7 @@ class Evaluator:
             errors = sum(score.error is not None for score in scores)
             record = self._record(sample, tuple(scores))
             try:
-                written = self.config.sink.write(record)  # type: ignore[union-attr]
-                if inspect.isawaitable(written):
-                    await written
+                await maybe_await(self.config.sink.write(record))  # type: ignore[union-attr]
             except Exception:
                 logger.exception("online evaluation sink %r failed", self.config.sink)
                 with self._lock:
@@ -158,12 +145,7 @@ class Evaluator:
 
     async def _score(self, name: str, scorer: Scorer, sample: RunSample) -> ScoreResult:
         try:
-            if inspect.iscoroutinefunction(scorer):
-                value = await scorer(sample.input_copy(), sample.result)
-            else:
-                value = await asyncio.to_thread(scorer, sample.input_copy(), sample.result)
-                if inspect.isawaitable(value):
-                    value = await value
+            value = await call_sync_or_async(scorer, sample.input_copy(), sample.result)
             return _score_result(name, value)
         except Exception as err:
             logger.warning("scorer %r failed: %s: %s", name, type(err).__name__, err)

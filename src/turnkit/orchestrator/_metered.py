@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from turnkit._sync import call_sync_or_async
 from turnkit.agent import resolve_agent_model
 from turnkit.errors import BudgetExceededError, TokenBudgetExceededError
 from turnkit.orchestrator.budget import Ledger, Price, cost_of, price_for
@@ -142,11 +143,7 @@ def traced_tools(tools: Sequence[Tool | Callable[..., Any]], scope: CallScope) -
 
 
 def _traced(found: Tool, scope: CallScope) -> Callable[..., Any]:
-    import asyncio
-    import inspect
-
     fn, tracer = found.fn, scope.tracer
-    is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
 
     async def run(**arguments: Any) -> Any:
         attributes: dict[str, Any] = {
@@ -159,9 +156,7 @@ def _traced(found: Tool, scope: CallScope) -> Callable[..., Any]:
             attributes["gen_ai.tool.call.arguments"] = _json(arguments)
         async with tracer.span(f"execute_tool {found.name}", attributes) as span:
             # Run as the agent would have: sync functions in a worker thread.
-            value = await fn(**arguments) if is_async else await asyncio.to_thread(fn, **arguments)
-            if inspect.isawaitable(value):
-                value = await value
+            value = await call_sync_or_async(fn, **arguments)
             span.set({"turnkit.tool.result_bytes": len(_json(value).encode())})
             if tracer.capture_content:
                 span.set({"gen_ai.tool.call.result": _json(value)})

@@ -9,10 +9,11 @@ the run.
 from __future__ import annotations
 
 import copy
-import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
+
+from turnkit._sync import maybe_await
 
 __all__ = [
     "ProgressCallback",
@@ -116,9 +117,7 @@ async def emit(callback: Callable[[Any], Any] | None, event: ProgressEvent | Tra
             event.error,
         )
     try:
-        outcome = callback(event)
-        if inspect.isawaitable(outcome):
-            await outcome
+        await maybe_await(callback(event))
     except Exception:
         import logging  # here, not at the top: keeps `import turnkit` fast
 

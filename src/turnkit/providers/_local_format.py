@@ -16,10 +16,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from turnkit.errors import UnsupportedContentError
 from turnkit.messages import (
-    FileBlock,
-    ImageBlock,
     Message,
     TextBlock,
     ToolResultBlock,
@@ -27,6 +24,7 @@ from turnkit.messages import (
     thaw,
 )
 from turnkit.providers.base import ToolSpec
+from turnkit.providers.edges import tool_call
 
 __all__ = [
     "ANSWER_ONLY_SCHEMA",
@@ -35,7 +33,6 @@ __all__ = [
     "answered_calls",
     "call_key",
     "chat_messages",
-    "check_text_only",
     "parse_tool_turn",
     "tool_hint",
     "tool_turn_schema",
@@ -54,40 +51,6 @@ ANSWER_ONLY_SCHEMA: dict[str, Any] = {
 }
 
 ChatMessage = dict[str, str]
-
-
-# -- what the model cannot read ---------------------------------------------------
-
-
-def check_text_only(messages: Sequence[Message]) -> None:
-    """Raise UnsupportedContentError for the first image or file block.
-
-    The local model reads text only; an image or a file is refused before
-    anything is generated, never dropped.
-    """
-    for m_index, message in enumerate(messages):
-        for b_index, block in enumerate(message.content):
-            where = f"messages[{m_index}].content[{b_index}]"
-            if isinstance(block, ToolResultBlock) and not isinstance(block.content, str):
-                for p_index, part in enumerate(block.content):
-                    _refuse_media(part, f"{where}.content[{p_index}]")
-            else:
-                _refuse_media(block, where)
-
-
-def _refuse_media(block: object, where: str) -> None:
-    if isinstance(block, ImageBlock):
-        raise UnsupportedContentError(
-            f"the local model cannot read images; remove the image at {where} "
-            "or use a model that takes images (anthropic:, openai:, gemini:)",
-            provider=PROVIDER,
-        )
-    if isinstance(block, FileBlock):
-        raise UnsupportedContentError(
-            f"the local model cannot read files; remove the file {block.filename!r} at "
-            f"{where} or use a model that takes files (anthropic:, openai:, gemini:)",
-            provider=PROVIDER,
-        )
 
 
 # -- canonical messages to chat messages ----------------------------------------
@@ -314,7 +277,7 @@ def parse_tool_turn(raw: str, tools: Iterable[ToolSpec]) -> TextBlock | ToolUseB
     if isinstance(value, dict):
         name, arguments = value.get("tool"), value.get("arguments")
         if name in names and isinstance(arguments, dict):
-            return ToolUseBlock(f"call_{uuid.uuid4().hex}", name, arguments)
+            return tool_call(f"call_{uuid.uuid4().hex}", name, arguments)
         if isinstance(value.get("answer"), str):
             return TextBlock(value["answer"]) if value["answer"] else None
     answer = AnswerText()

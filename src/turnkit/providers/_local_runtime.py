@@ -29,11 +29,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MODEL",
+    "REPEAT_PENALTY",
+    "RESTART",
     "Generation",
     "LoadedModel",
     "LocalPrompt",
-    "REPEAT_PENALTY",
-    "RESTART",
     "default_model_path",
     "generate",
     "load_model",

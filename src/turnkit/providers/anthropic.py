@@ -1,7 +1,9 @@
 """Anthropic Messages API over the official ``anthropic`` SDK.
 
 Key and base URL come from ``ANTHROPIC_API_KEY`` / ``ANTHROPIC_BASE_URL``
-unless given. The SDK retries rate limits, overload and 5xx with backoff.
+unless given. The SDK retries rate limits, overload and 5xx with backoff,
+honouring ``retry-after`` (see the README on retries). Edge cases are decided
+in :mod:`turnkit.providers.edges`, as for every provider.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from typing import Any
 
 import anthropic
 
-from turnkit.errors import ProviderError, UnsupportedContentError
 from turnkit.messages import (
     Base64Source,
     FileBlock,
@@ -24,14 +25,15 @@ from turnkit.messages import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from turnkit.providers.base import Model, ModelEvent, ModelRequest, ModelResponse, StopReason, Usage
-from turnkit.providers.rules import (
-    ToolIdMap,
-    anthropic_tool_id,
-    is_retryable_status,
-    prepare,
-    retry_after_seconds,
+from turnkit.providers.base import Model, ModelEvent, ModelRequest, ModelResponse, StopReason
+from turnkit.providers.edges import (
+    file_media_type,
+    provider_error,
+    tool_call,
+    transport_errors,
+    usage,
 )
+from turnkit.providers.rules import ToolIdMap, anthropic_tool_id, prepare
 
 __all__ = ["AnthropicModel"]
 
@@ -74,8 +76,8 @@ class AnthropicModel(Model):
         params = await self.build_params(request)
         try:
             reply = await self.client.messages.create(**params)
-        except anthropic.APIError as err:
-            raise _provider_error(err) from err
+        except (anthropic.APIError, *transport_errors()) as err:
+            raise provider_error(err, PROVIDER) from err
         return self.parse(reply)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
@@ -93,8 +95,8 @@ class AnthropicModel(Model):
                     ):
                         yield ModelEvent("tool_use", tool_call=_tool_use(event.content_block))
                 final = await stream.get_final_message()
-        except anthropic.APIError as err:
-            raise _provider_error(err) from err
+        except (anthropic.APIError, *transport_errors()) as err:
+            raise provider_error(err, PROVIDER) from err
         yield ModelEvent("done", response=self.parse(final))
 
     # -- request -------------------------------------------------------------
@@ -105,7 +107,7 @@ class AnthropicModel(Model):
             request, provider=PROVIDER, model=self.name, takes_image_urls=True
         )
         ids = ToolIdMap(anthropic_tool_id)
-        wire = _merge_turns(m for m in (_message(m, ids) for m in messages) if m["content"])
+        wire = _merge_turns(_message(m, ids) for m in messages)
         _limit_cache_marks(wire)
         settings = request.settings
         budget = settings.thinking_budget
@@ -142,14 +144,15 @@ class AnthropicModel(Model):
                 blocks.append(ThinkingBlock("", block.data, redacted=True))
             elif block.type == "tool_use":
                 blocks.append(_tool_use(block))
-        usage = reply.usage
+        counts = reply.usage
         return ModelResponse(
             Message("assistant", tuple(blocks), origin=Origin(PROVIDER, self.name)),
-            Usage(
-                usage.input_tokens or 0,
-                usage.output_tokens or 0,
-                getattr(usage, "cache_read_input_tokens", None) or 0,
-                getattr(usage, "cache_creation_input_tokens", None) or 0,
+            usage(
+                input_tokens=counts.input_tokens,
+                output_tokens=counts.output_tokens,
+                cache_read=getattr(counts, "cache_read_input_tokens", None),
+                cache_write=getattr(counts, "cache_creation_input_tokens", None),
+                input_includes_cache=False,
             ),
             _STOP.get(reply.stop_reason or "", "other"),
             reply.stop_reason,
@@ -157,7 +160,7 @@ class AnthropicModel(Model):
 
 
 def _tool_use(block: Any) -> ToolUseBlock:
-    return ToolUseBlock(block.id, block.name, block.input if isinstance(block.input, dict) else {})
+    return tool_call(block.id, block.name, block.input)
 
 
 def _merge_turns(messages: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -172,14 +175,11 @@ def _merge_turns(messages: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _message(message: Message, ids: ToolIdMap) -> dict[str, Any]:
-    content = [b for b in (_block(b, ids) for b in message.content) if b is not None]
-    return {"role": message.role, "content": content}
+    return {"role": message.role, "content": [_block(b, ids) for b in message.content]}
 
 
-def _block(block: Any, ids: ToolIdMap) -> dict[str, Any] | None:
+def _block(block: Any, ids: ToolIdMap) -> dict[str, Any]:
     if isinstance(block, TextBlock):
-        if not block.text.strip():
-            return None  # refused by the API ("text content blocks must be non-empty")
         out: dict[str, Any] = {"type": "text", "text": block.text}
         if block.cache is not None:
             out["cache_control"] = {"type": "ephemeral", **block.cache.to_dict()}
@@ -200,7 +200,7 @@ def _block(block: Any, ids: ToolIdMap) -> dict[str, Any] | None:
 def _tool_result(block: ToolResultBlock, ids: ToolIdMap) -> dict[str, Any]:
     content: Any = block.content
     if not isinstance(content, str):
-        content = [b for b in (_block(part, ids) for part in content) if b is not None]
+        content = [_block(part, ids) for part in content]
     out: dict[str, Any] = {"type": "tool_result", "tool_use_id": ids(block.tool_use_id)}
     if content:
         out["content"] = content
@@ -210,22 +210,16 @@ def _tool_result(block: ToolResultBlock, ids: ToolIdMap) -> dict[str, Any]:
 
 
 def _document(block: FileBlock) -> dict[str, Any]:
+    """A PDF (inline or URL) or an inline text file; the rules refused the rest."""
     source = block.source
-    media_type = source.media_type or "application/pdf"
-    if media_type == "application/pdf":
-        wire = (
-            source.to_dict()
-            if isinstance(source, Base64Source)
-            else {"type": "url", "url": source.url}
-        )
-    elif media_type.startswith("text/") and isinstance(source, Base64Source):
+    wire: dict[str, Any]
+    if not isinstance(source, Base64Source):
+        wire = {"type": "url", "url": source.url}
+    elif file_media_type(block).startswith("text/"):
         text = base64.b64decode(source.data).decode("utf-8", errors="replace")
         wire = {"type": "text", "media_type": "text/plain", "data": text}
     else:
-        raise UnsupportedContentError(
-            f"Anthropic takes PDF and plain-text documents, not {media_type} ({block.filename})",
-            provider=PROVIDER,
-        )
+        wire = {"type": "base64", "media_type": "application/pdf", "data": source.data}
     return {"type": "document", "source": wire, "title": block.filename}
 
 
@@ -249,18 +243,3 @@ def _thinking_can_continue(wire: list[dict[str, Any]]) -> bool:
         return True
     first = wire[start]["content"][0]["type"] if wire[start]["content"] else None
     return first in ("thinking", "redacted_thinking")
-
-
-def _provider_error(err: anthropic.APIError) -> ProviderError:
-    if isinstance(err, anthropic.APIStatusError):
-        body = err.body if isinstance(err.body, dict) else {}
-        detail = body.get("error", {}) if isinstance(body.get("error"), dict) else {}
-        message = detail.get("message") or err.message
-        return ProviderError(
-            message,
-            provider=PROVIDER,
-            status=err.status_code,
-            retryable=is_retryable_status(err.status_code),
-            retry_after=retry_after_seconds(err.response.headers),
-        )
-    return ProviderError(str(err), provider=PROVIDER, retryable=True)

@@ -13,14 +13,8 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from turnkit.messages import (
-    FrozenDict,
-    Message,
-    TextBlock,
-    ThinkingBlock,
-    ToolUseBlock,
-    freeze_json,
-)
+from turnkit.errors import InvalidMessageError
+from turnkit.messages import FrozenDict, Message, TextBlock, ThinkingBlock, ToolUseBlock
 
 if TYPE_CHECKING:
     from turnkit.providers.images import ImagePolicy
@@ -56,7 +50,11 @@ class ToolSpec:
 
     def __post_init__(self) -> None:
         if not isinstance(self.input_schema, FrozenDict):
-            object.__setattr__(self, "input_schema", freeze_json(self.input_schema, "input_schema"))
+            try:
+                schema = FrozenDict(self.input_schema)
+            except InvalidMessageError as err:
+                raise err.within("input_schema") from None
+            object.__setattr__(self, "input_schema", schema)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,12 +9,14 @@ ThinkingBlock with its text and signature; a signature on any other part
 before that block. On replay to the same model the signature goes back on
 the part it came with. Calls without a signature of their own (history from
 another model) get the documented placeholder, so Gemini 3 accepts them.
+
+Images and files may sit in model turns too (image models write them).
+Other edge cases are decided in :mod:`turnkit.providers.edges`.
 """
 
 from __future__ import annotations
 
 import base64
-import json
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -22,11 +24,9 @@ from typing import Any
 from google import genai
 from google.genai import errors, types
 
-from turnkit.errors import ProviderError, UnsupportedContentError
 from turnkit.messages import (
     Base64Source,
     FileBlock,
-    ImageBlock,
     Message,
     Origin,
     TextBlock,
@@ -35,9 +35,17 @@ from turnkit.messages import (
     ToolUseBlock,
 )
 from turnkit.providers.base import Model, ModelEvent, ModelRequest, ModelResponse, StopReason, Usage
-from turnkit.providers.rules import is_retryable_status, prepare
+from turnkit.providers.edges import (
+    file_media_type,
+    provider_error,
+    refuse,
+    tool_call,
+    transport_errors,
+    usage,
+)
+from turnkit.providers.rules import prepare
 
-__all__ = ["GeminiModel", "SKIP_SIGNATURE"]
+__all__ = ["SKIP_SIGNATURE", "GeminiModel"]
 
 PROVIDER = "gemini"
 SKIP_SIGNATURE = "skip_thought_signature_validator"
@@ -74,8 +82,8 @@ class GeminiModel(Model):
         params = await self.build_params(request)
         try:
             reply = await self.client.aio.models.generate_content(**params)
-        except errors.APIError as err:
-            raise _provider_error(err) from err
+        except (errors.APIError, *transport_errors()) as err:
+            raise provider_error(err, PROVIDER) from err
         candidate = reply.candidates[0] if reply.candidates else None
         parts = list(candidate.content.parts or []) if candidate and candidate.content else []
         return self.parse(parts, candidate, reply.usage_metadata)
@@ -95,8 +103,8 @@ class GeminiModel(Model):
                     if part.text and not part.function_call:
                         kind = "thinking_delta" if part.thought else "text_delta"
                         yield ModelEvent(kind, text=part.text)
-        except errors.APIError as err:
-            raise _provider_error(err) from err
+        except (errors.APIError, *transport_errors()) as err:
+            raise provider_error(err, PROVIDER) from err
         response = self.parse(parts, candidate, usage)
         for call in response.tool_calls:
             yield ModelEvent("tool_use", tool_call=call)
@@ -180,7 +188,7 @@ def _model_parts(message: Message) -> list[dict[str, Any]]:
                 continue
             part = {"text": block.thinking, "thought": True}
         elif isinstance(block, TextBlock):
-            part = {"text": block.text} if block.text else None
+            part = {"text": block.text}
         elif isinstance(block, ToolUseBlock):
             call = {"id": block.id, "name": block.name, "args": block.input}
             part = {"function_call": call, "thought_signature": SKIP_SIGNATURE}
@@ -207,8 +215,7 @@ def _user_parts(message: Message, names: dict[str, str]) -> list[dict[str, Any]]
             responses.append(response)
             others.extend(media)
         elif isinstance(block, TextBlock):
-            if block.text:
-                others.append({"text": block.text})
+            others.append({"text": block.text})
         else:
             others.append(_media_part(block))
     return responses + others
@@ -228,16 +235,13 @@ def _function_response(
 
 
 def _media_part(block: Any) -> dict[str, Any]:
+    """Inline data, or a file by URL; the image policy inlined or refused URL images."""
     source = block.source
     if isinstance(source, Base64Source):
         return {"inline_data": {"mime_type": source.media_type, "data": source.data}}
-    if isinstance(block, FileBlock) and source.media_type:
-        return {"file_data": {"mime_type": source.media_type, "file_uri": source.url}}
-    kind = "image" if isinstance(block, ImageBlock) else "file"
-    raise UnsupportedContentError(
-        f"Gemini cannot take this {kind} URL ({source.url}): send it inline as base64",
-        provider=PROVIDER,
-    )
+    if isinstance(block, FileBlock):
+        return {"file_data": {"mime_type": file_media_type(block), "file_uri": source.url}}
+    raise refuse(block, "this request", PROVIDER)
 
 
 def _blocks(parts: list[Any]) -> list[Any]:
@@ -250,7 +254,7 @@ def _blocks(parts: list[Any]) -> list[Any]:
             if signature:
                 blocks.append(ThinkingBlock("", signature))
             call_id = call.id or f"call_{uuid.uuid4().hex[:24]}"
-            blocks.append(ToolUseBlock(call_id, call.name or "", dict(call.args or {})))
+            blocks.append(tool_call(call_id, call.name or "", call.args))
         elif part.text is not None:
             last = blocks[-1] if blocks else None
             if part.thought:
@@ -276,23 +280,12 @@ def _signature(part: Any) -> str | None:
     return base64.urlsafe_b64encode(raw).decode("ascii") if raw else None
 
 
-def _usage(usage: Any) -> Usage:
-    if usage is None:
+def _usage(counts: Any) -> Usage:
+    if counts is None:
         return Usage()
-    output = (usage.candidates_token_count or 0) + (usage.thoughts_token_count or 0)
-    cached = usage.cached_content_token_count or 0
-    # As for the other providers: input_tokens is the input not read from cache.
-    return Usage((usage.prompt_token_count or 0) - cached, output, cached, 0)
-
-
-def _provider_error(err: errors.APIError) -> ProviderError:
-    message = err.message or str(err)
-    details = err.details if isinstance(err.details, dict) else {}
-    if not err.message and isinstance(details.get("error"), dict):
-        message = details["error"].get("message", message)
-    return ProviderError(
-        message if isinstance(message, str) else json.dumps(message),
-        provider=PROVIDER,
-        status=err.code,
-        retryable=is_retryable_status(err.code),
+    return usage(
+        input_tokens=counts.prompt_token_count,
+        output_tokens=(counts.candidates_token_count or 0) + (counts.thoughts_token_count or 0),
+        cache_read=counts.cached_content_token_count,
+        input_includes_cache=True,
     )

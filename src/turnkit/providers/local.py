@@ -15,7 +15,7 @@ given file and settings, and shared by every :class:`LocalModel`.
   an answer. Answers of a tool turn are streamed as they appear inside the
   JSON.
 - Text only: an image or a file raises UnsupportedContentError before
-  anything is generated.
+  anything is generated (:mod:`turnkit.providers.edges`, as for every provider).
 - llama.cpp's ``use_extra_bufts`` model parameter is turned off at load
   time. llama-cpp-python 0.3.36 does not take it as a ``Llama()`` argument
   (unknown keywords are silently ignored), so the model-parameter defaults
@@ -43,7 +43,6 @@ from turnkit.providers._local_format import (
     AnswerText,
     answered_calls,
     chat_messages,
-    check_text_only,
     parse_tool_turn,
     repeats_answered_call,
     tool_turn_schema,
@@ -192,7 +191,6 @@ class LocalModel(Model):
 
     async def build_prompt(self, request: ModelRequest) -> LocalPrompt:
         """The chat messages and settings for ``request``; refuses images and files."""
-        check_text_only(request.messages)
         system, messages = await prepare(
             request, provider=PROVIDER, model=self.name, takes_image_urls=False
         )

@@ -19,12 +19,10 @@ Decisions, where the wire API leaves a choice:
   reply gets that field name as its ``signature``, so same-model replay works.
 - Images and files cannot go in ``tool`` messages: the tool message gets a
   note and they move, labelled, to the front of a following user message.
-- PDFs go inline as ``file`` parts; URL documents and other types raise
-  :class:`UnsupportedContentError`, as do images or files in assistant turns.
+- PDFs go inline as ``file`` parts. Which files and where (no URL
+  documents, no images or files in assistant turns) is decided with every
+  other edge case in :mod:`turnkit.providers.edges`.
 - ``tool_result.is_error`` has no Chat field; the content is sent as is.
-- Tool-call arguments that are not a JSON object are kept, never lost, as
-  ``{"_raw_arguments": "<the raw text>"}``; the tool's own input validation
-  then reports the problem to the model.
 - ``tool_id_style="nine"`` (Mistral-like servers): ids of exactly nine
   alphanumerics, an assistant bridge between tool results and a following
   user message ("Unexpected role 'user' after role 'tool'"), and
@@ -44,7 +42,6 @@ from typing import Any, Literal
 
 import openai
 
-from turnkit.errors import InvalidMessageError, ProviderError, UnsupportedContentError
 from turnkit.messages import (
     Base64Source,
     FileBlock,
@@ -57,8 +54,16 @@ from turnkit.messages import (
     ToolUseBlock,
     thaw,
 )
-from turnkit.providers._openai_common import TRANSPORT_ERRORS, openai_client, provider_error
+from turnkit.providers._openai_common import openai_client
 from turnkit.providers.base import Model, ModelEvent, ModelRequest, ModelResponse, StopReason, Usage
+from turnkit.providers.edges import (
+    data_url,
+    provider_error,
+    refuse,
+    tool_call,
+    transport_errors,
+    usage,
+)
 from turnkit.providers.rules import (
     ToolIdMap,
     nine_char_tool_id,
@@ -126,8 +131,8 @@ class OpenAIChatModel(Model):
         params = await self.build_params(request)
         try:
             completion = await self.client.chat.completions.create(**params)
-        except openai.APIError as err:
-            raise self._error(err) from err
+        except (openai.APIError, *transport_errors()) as err:
+            raise provider_error(err, self.provider) from err
         return self.parse(completion)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
@@ -140,10 +145,8 @@ class OpenAIChatModel(Model):
                 async for chunk in chunks:
                     for event in state.feed(chunk):
                         yield event
-        except openai.APIError as err:
-            raise self._error(err) from err
-        except TRANSPORT_ERRORS as err:  # the connection broke mid-stream
-            raise ProviderError(str(err), provider=self.provider, retryable=True) from err
+        except (openai.APIError, *transport_errors()) as err:
+            raise provider_error(err, self.provider) from err
         for event in state.close():
             yield event
         yield ModelEvent("done", response=self._response(state.done))
@@ -209,9 +212,6 @@ class OpenAIChatModel(Model):
             reply.finish,
         )
 
-    def _error(self, err: openai.APIError) -> ProviderError:
-        return provider_error(err, self.provider)
-
 
 # -- request conversion -------------------------------------------------------
 
@@ -230,7 +230,7 @@ def _messages(
     wire: list[dict[str, Any]] = []
     for index, message in enumerate(messages):
         if message.role == "assistant":
-            converted = _assistant(message, ids, echo=echo, where=f"messages[{index}]")
+            converted = _assistant(message, ids, echo=echo)
             wire += [converted] if converted else []
             continue
         tools, user = _user(message, ids, where=f"messages[{index}]")
@@ -242,9 +242,7 @@ def _messages(
     return wire
 
 
-def _assistant(
-    message: Message, ids: ToolIdMap, *, echo: bool, where: str
-) -> dict[str, Any] | None:
+def _assistant(message: Message, ids: ToolIdMap, *, echo: bool) -> dict[str, Any] | None:
     texts: list[str] = []
     calls: list[dict[str, Any]] = []
     reasoning: dict[str, list[str]] = {}
@@ -260,10 +258,7 @@ def _assistant(
                 name = block.signature if block.signature in REASONING_FIELDS else None
                 reasoning.setdefault(name or REASONING_FIELDS[0], []).append(block.thinking)
         else:
-            raise UnsupportedContentError(
-                f"{where}: Chat Completions takes {block.type} blocks only in user messages",
-                provider=PROVIDER,
-            )
+            raise refuse(block, "an assistant message", PROVIDER)
     text = "\n".join(t for t in texts if t)
     if not (text or calls or reasoning):
         return None  # only thinking that Chat cannot take
@@ -327,26 +322,12 @@ def _user_part(block: Any, *, where: str) -> dict[str, Any]:
         return {"type": "text", "text": block.text}
     if isinstance(block, ImageBlock):
         source = block.source
-        url = (
-            f"data:{source.media_type};base64,{source.data}"
-            if isinstance(source, Base64Source)
-            else source.url
-        )
+        url = data_url(source) if isinstance(source, Base64Source) else source.url
         return {"type": "image_url", "image_url": {"url": url}}
-    return _file_part(block, where=where)  # placement rules leave only files here
-
-
-def _file_part(block: FileBlock, *, where: str) -> dict[str, Any]:
-    source = block.source
-    if not isinstance(source, Base64Source):
-        problem = f"files inline (base64), not by URL ({source.url})"
-    elif source.media_type != "application/pdf":
-        problem = f"PDF files, not {source.media_type}"
-    else:
-        data = f"data:application/pdf;base64,{source.data}"
-        return {"type": "file", "file": {"filename": block.filename, "file_data": data}}
-    message = f"{where}: Chat Completions takes {problem} ({block.filename})"
-    raise UnsupportedContentError(message, provider=PROVIDER)
+    if isinstance(block, FileBlock) and isinstance(block.source, Base64Source):
+        file = {"filename": block.filename, "file_data": data_url(block.source)}
+        return {"type": "file", "file": file}  # a PDF: the rules refused other files
+    raise refuse(block, where, PROVIDER)
 
 
 # -- reply parsing ----------------------------------------------------------
@@ -371,23 +352,9 @@ class _Reply:
         taken = {c.id for c in self.calls}
         if not call_id or call_id in taken:
             call_id = "call_" + uuid.uuid4().hex[:24]
-        call = _tool_use(call_id, name or "unknown_tool", arguments or "")
+        call = tool_call(call_id, name or "unknown_tool", arguments)
         self.calls.append(call)
         return call
-
-
-def _tool_use(call_id: str, name: str, arguments: str) -> ToolUseBlock:
-    try:
-        value = json.loads(arguments, parse_constant=_no_constant) if arguments.strip() else {}
-        if isinstance(value, dict):
-            return ToolUseBlock(call_id, name, value)
-    except (ValueError, InvalidMessageError):  # bad JSON, NaN, nested too deep
-        pass
-    return ToolUseBlock(call_id, name, {"_raw_arguments": arguments})
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 def _reasoning_of(message: Any) -> tuple[str | None, str]:
@@ -400,13 +367,16 @@ def _reasoning_of(message: Any) -> tuple[str | None, str]:
     return None, ""
 
 
-def _usage(usage: Any) -> Usage:
-    if usage is None:
+def _usage(counts: Any) -> Usage:
+    if counts is None:
         return Usage()
-    details = getattr(usage, "prompt_tokens_details", None)
-    cached = getattr(details, "cached_tokens", None) or 0
-    prompt = usage.prompt_tokens or 0
-    return Usage(max(prompt - cached, 0), usage.completion_tokens or 0, cached, 0)
+    details = getattr(counts, "prompt_tokens_details", None)
+    return usage(
+        input_tokens=counts.prompt_tokens,
+        output_tokens=counts.completion_tokens,
+        cache_read=getattr(details, "cached_tokens", None),
+        input_includes_cache=True,
+    )
 
 
 # -- streaming --------------------------------------------------------------

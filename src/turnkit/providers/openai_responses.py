@@ -28,8 +28,10 @@ Canonical mapping (output items to blocks, and back):
 
 User content: images go as ``input_image`` (the URL, or a ``data:`` URL for
 base64), PDFs as ``input_file`` (``file_data`` as a data URL with the
-filename, or ``file_url``); other file types raise UnsupportedContentError. A
-tool result is a string, or a list of input parts when it holds images or files.
+filename, or ``file_url``). A tool result is a string, or a list of input
+parts when it holds images or files. An assistant message cannot carry
+images or files on this API: :mod:`turnkit.providers.edges` refuses them,
+with other file types, before anything is sent.
 
 Replay never sends a reasoning item without its following item, never sends
 an ``fc_``/``msg_`` id without the reasoning item before it, and never sends an
@@ -50,7 +52,7 @@ from typing import Any
 
 import openai
 
-from turnkit.errors import ProviderError, UnsupportedContentError
+from turnkit.errors import ProviderError
 from turnkit.messages import (
     Base64Source,
     FileBlock,
@@ -62,7 +64,7 @@ from turnkit.messages import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from turnkit.providers._openai_common import TRANSPORT_ERRORS, openai_client, provider_error
+from turnkit.providers._openai_common import openai_client
 from turnkit.providers.base import (
     Model,
     ModelEvent,
@@ -71,6 +73,14 @@ from turnkit.providers.base import (
     StopReason,
     ThinkingReplay,
     Usage,
+)
+from turnkit.providers.edges import (
+    data_url,
+    provider_error,
+    refuse,
+    tool_call,
+    transport_errors,
+    usage,
 )
 from turnkit.providers.rules import ToolIdMap, prepare, responses_call_id
 
@@ -122,8 +132,8 @@ class OpenAIResponsesModel(Model):
         params = await self.build_params(request)
         try:
             reply = await self.client.responses.create(**params)
-        except openai.APIError as err:
-            raise _provider_error(err) from err
+        except (openai.APIError, *transport_errors()) as err:
+            raise provider_error(err, PROVIDER) from err
         return self.parse(reply)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
@@ -139,10 +149,8 @@ class OpenAIResponsesModel(Model):
                         raise _failure(event.message, event.code)
                     elif (out := _stream_event(event)) is not None:
                         yield out
-        except openai.APIError as err:
-            raise _provider_error(err) from err
-        except TRANSPORT_ERRORS as err:  # the connection broke mid-stream
-            raise ProviderError(str(err), provider=PROVIDER, retryable=True) from err
+        except (openai.APIError, *transport_errors()) as err:
+            raise provider_error(err, PROVIDER) from err
         if final is None:
             message = "the response stream ended before the response was complete"
             raise ProviderError(message, provider=PROVIDER, retryable=True)
@@ -277,8 +285,8 @@ class _InputBuilder:
                         "output": _tool_output(block),
                     }
                 )
-            elif (part := _input_part(block)) is not None:
-                parts.append(part)
+            else:
+                parts.append(_input_part(block))
         if parts:
             items.append({"type": "message", "role": "user", "content": parts})
         return items
@@ -304,7 +312,7 @@ class _InputBuilder:
             elif isinstance(block, TextBlock):
                 item = _assistant_text(block)
             else:
-                continue  # placement rules keep other blocks out of assistant messages
+                raise refuse(block, "an assistant message", PROVIDER)
             self._add(items, item, pending)
             pending = None
         return items
@@ -370,33 +378,23 @@ def _signature_state(signature: str | None) -> dict[str, str] | None:
     return {k: v for k, v in state.items() if isinstance(v, str)}
 
 
-def _input_part(block: Any) -> dict[str, Any] | None:
+def _input_part(block: Any) -> dict[str, Any]:
     if isinstance(block, TextBlock):
-        return {"type": "input_text", "text": block.text} if block.text else None
+        return {"type": "input_text", "text": block.text}
     if isinstance(block, ImageBlock):
         source = block.source
-        url = (
-            f"data:{source.media_type};base64,{source.data}"
-            if isinstance(source, Base64Source)
-            else source.url
-        )
+        url = data_url(source) if isinstance(source, Base64Source) else source.url
         return {"type": "input_image", "image_url": url, "detail": "auto"}
     if isinstance(block, FileBlock):
         return _input_file(block)
-    return None  # thinking and tool calls never sit in user messages
+    raise refuse(block, "a user message", PROVIDER)
 
 
 def _input_file(block: FileBlock) -> dict[str, Any]:
+    """A PDF, inline or by URL: the rules refused other files."""
     source = block.source
-    media_type = source.media_type or "application/pdf"
-    if media_type != "application/pdf":
-        raise UnsupportedContentError(
-            f"the Responses API takes PDF files, not {media_type} ({block.filename})",
-            provider=PROVIDER,
-        )
     if isinstance(source, Base64Source):
-        data = f"data:application/pdf;base64,{source.data}"
-        return {"type": "input_file", "filename": block.filename, "file_data": data}
+        return {"type": "input_file", "filename": block.filename, "file_data": data_url(source)}
     return {"type": "input_file", "file_url": source.url}
 
 
@@ -407,18 +405,14 @@ def _tool_output(block: ToolResultBlock) -> str | list[dict[str, Any]]:
         return content
     if all(isinstance(part, TextBlock) for part in content):
         return "\n".join(part.text for part in content)  # type: ignore[union-attr]
-    return [part for part in (_input_part(p) for p in content) if part is not None]
+    return [_input_part(p) for p in content]
 
 
 # -- reply --------------------------------------------------------------------
 
 
 def _tool_use(item: Any) -> ToolUseBlock:
-    try:
-        arguments = json.loads(item.arguments or "{}")
-    except ValueError:
-        arguments = {}  # cut-off arguments: the tool's own validation reports it
-    return ToolUseBlock(item.call_id, item.name, arguments if isinstance(arguments, dict) else {})
+    return tool_call(item.call_id, item.name, item.arguments)
 
 
 def _stop_reason(reply: Any, blocks: list[Any], refused: bool) -> tuple[StopReason, str | None]:
@@ -433,12 +427,16 @@ def _stop_reason(reply: Any, blocks: list[Any], refused: bool) -> tuple[StopReas
     return ("refusal" if refused else "end_turn"), status
 
 
-def _usage(usage: Any) -> Usage:
-    if usage is None:
+def _usage(counts: Any) -> Usage:
+    if counts is None:
         return Usage()
-    details = getattr(usage, "input_tokens_details", None)
-    cached = getattr(details, "cached_tokens", None) or 0
-    return Usage((usage.input_tokens or 0) - cached, usage.output_tokens or 0, cached)
+    details = getattr(counts, "input_tokens_details", None)
+    return usage(
+        input_tokens=counts.input_tokens,
+        output_tokens=counts.output_tokens,
+        cache_read=getattr(details, "cached_tokens", None),
+        input_includes_cache=True,
+    )
 
 
 def _stream_event(event: Any) -> ModelEvent | None:
@@ -461,7 +459,3 @@ def _failure(message: str | None, code: str | None) -> ProviderError:
     """A failure reported inside a response or a stream rather than by HTTP status."""
     text = message or f"the response failed ({code or 'no reason given'})"
     return ProviderError(text, provider=PROVIDER, retryable=code in _RETRYABLE_CODES)
-
-
-def _provider_error(err: openai.APIError) -> ProviderError:
-    return provider_error(err, PROVIDER)

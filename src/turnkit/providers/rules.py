@@ -7,7 +7,9 @@
 - Tool-call ids are mapped to each provider's grammar, the same way for calls
   and results, while stored history keeps the originals.
 
-Images have their own module, :mod:`turnkit.providers.images`.
+Images have their own module, :mod:`turnkit.providers.images`; the edge
+cases (unsupported blocks, empty text, where a history starts, malformed
+tool arguments, errors, usage) theirs, :mod:`turnkit.providers.edges`.
 """
 
 from __future__ import annotations
@@ -15,23 +17,21 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from turnkit.messages import Message, TextBlock, ThinkingBlock
 from turnkit.providers.base import ModelRequest, ThinkingReplay
+from turnkit.providers.edges import check_content, check_history_start, drop_empty_text
 from turnkit.providers.images import apply_image_policy
 
 __all__ = [
     "ToolIdMap",
     "anthropic_tool_id",
     "hoist_system",
-    "is_retryable_status",
     "nine_char_tool_id",
     "openai_chat_tool_id",
     "prepare",
     "replay_thinking",
     "responses_call_id",
-    "retry_after_seconds",
 ]
 
 
@@ -151,28 +151,18 @@ def nine_char_tool_id(original: str) -> str:
 async def prepare(
     request: ModelRequest, *, provider: str, model: str, takes_image_urls: bool
 ) -> tuple[str | None, tuple[Message, ...]]:
-    """All shared rules in order: system hoisted, thinking replay, image policy.
+    """All shared rules in order, before anything is sent.
 
+    Blocks the provider cannot take are refused (paths in the request's
+    terms), system text is hoisted, thinking replayed or not, empty text
+    left out, the start of the history fixed, and the image policy applied.
     Every provider calls this first, so a fix to a rule lands once for all.
     """
+    check_content(request.messages, provider)
     system, messages = hoist_system(request)
     messages = replay_thinking(messages, provider, model, request.settings.thinking_replay)
+    messages = check_history_start(drop_empty_text(messages))
     messages = await apply_image_policy(
         messages, request.settings.image_policy, provider=provider, takes_urls=takes_image_urls
     )
     return system, messages
-
-
-def is_retryable_status(status: int | None) -> bool:
-    """Whether an HTTP status is worth retrying: timeouts, conflicts, rate limits, 5xx."""
-    return status is None or status in (408, 409, 429) or status >= 500
-
-
-def retry_after_seconds(headers: Any) -> float | None:
-    """Seconds to wait, from ``retry-after-ms`` or ``retry-after`` (seconds, not dates)."""
-    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        try:
-            return float(headers.get(name)) / scale
-        except (TypeError, ValueError):
-            continue
-    return None

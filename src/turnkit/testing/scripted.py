@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from turnkit._sync import maybe_await
 from turnkit.messages import Message, Origin, ToolUseBlock, message_text_body
 from turnkit.providers.base import (
     Model,
@@ -83,9 +83,7 @@ class ScriptedModel(Model):
             )
         reply = self.replies[index]
         if callable(reply):
-            reply = reply(seen)
-            if inspect.isawaitable(reply):
-                reply = await reply
+            reply = await maybe_await(reply(seen))
         message = self._as_message(reply)
         calls = any(type(b) is ToolUseBlock for b in message.content)
         usage = Usage(_tokens(seen), _tokens_of(message))

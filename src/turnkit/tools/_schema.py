@@ -13,7 +13,7 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from turnkit.tools.tool import ToolInputError
+from turnkit.errors import ToolInputError
 
 __all__ = ["function_schema", "parse_docstring"]
 

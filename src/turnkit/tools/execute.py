@@ -11,9 +11,11 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from turnkit.errors import InvalidMessageError
+from turnkit._sync import call_sync_or_async
+from turnkit.errors import InvalidMessageError, ToolInputError
 from turnkit.messages import FileBlock, ImageBlock, TextBlock, ToolResultBlock, ToolUseBlock, thaw
-from turnkit.tools.tool import Tool, ToolInputError
+from turnkit.providers.edges import raw_arguments_problem
+from turnkit.tools.tool import Tool
 
 __all__ = ["execute_tool_call", "result_content"]
 
@@ -31,31 +33,21 @@ async def execute_tool_call(call: ToolUseBlock, tools: Mapping[str, Tool]) -> To
     if found is None:
         available = ", ".join(sorted(tools)) or "none"
         return _error(call, f"Unknown tool {call.name!r}. Available tools: {available}.")
+    problem = raw_arguments_problem(call.input)
+    if problem is not None:
+        return _error(call, f"Invalid input for tool {call.name!r}: {problem}")
     try:
         arguments = found.check_input(thaw(call.input))
     except ToolInputError as err:
         return _error(call, f"Invalid input for tool {call.name!r}: {err}")
     try:
-        value = await _call(found, arguments)
+        value = await call_sync_or_async(found.fn, **arguments)
     except Exception as err:
         return _error(call, f"Tool {call.name!r} failed: {type(err).__name__}: {err}")
     try:
         return ToolResultBlock(call.id, result_content(value))
     except (InvalidMessageError, TypeError, ValueError) as err:
         return _error(call, f"Tool {call.name!r} returned a value that cannot be sent: {err}")
-
-
-async def _call(found: Tool, arguments: Mapping[str, Any]) -> Any:
-    import asyncio
-    import inspect
-
-    fn = found.fn
-    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__):
-        return await fn(**arguments)
-    value = await asyncio.to_thread(fn, **arguments)
-    if inspect.isawaitable(value):  # a sync function that returned an awaitable
-        value = await value
-    return value
 
 
 def result_content(value: Any) -> str | list[Any]:

@@ -13,7 +13,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
-from turnkit.messages import FrozenDict, freeze_json
+from turnkit.errors import InvalidMessageError, ToolInputError
+from turnkit.messages import FrozenDict
 from turnkit.providers.base import ToolSpec
 
 __all__ = ["Tool", "ToolInputError", "tool"]
@@ -22,10 +23,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 InputValidator = Callable[[dict[str, Any]], Mapping[str, Any]]
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
-
-
-class ToolInputError(ValueError):
-    """A tool's input did not match its schema; the message is shown to the model."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +60,10 @@ class Tool:
         if not isinstance(self.input_schema, Mapping):
             raise TypeError(f"tool {self.name!r}: input_schema must be a JSON schema object")
         if not isinstance(self.input_schema, FrozenDict):
-            schema = freeze_json(dict(self.input_schema), "input_schema")
+            try:
+                schema = FrozenDict(self.input_schema)
+            except InvalidMessageError as err:
+                raise err.within("input_schema") from None
             object.__setattr__(self, "input_schema", schema)
         if not callable(self.fn):
             raise TypeError(f"tool {self.name!r}: fn must be callable")

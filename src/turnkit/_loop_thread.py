@@ -1,14 +1,17 @@
-"""A private event loop in a daemon thread, for state that outlives its callers' loops.
+"""A private event loop in a daemon thread, for work that outlives its callers' loops.
 
-An ACP session's process and connection are bound to the event loop that
-opened them, but ``prompt_sync`` runs each call on a new loop. The session
-lives here instead, and every caller (any loop, any thread) reaches it
-through :meth:`LoopThread.call`.
+The one such helper in turnkit. An ACP session's process and connection are
+bound to the event loop that opened them, but ``prompt_sync`` runs each call
+on a new loop: the session lives here, and every caller (any loop, any
+thread) reaches it through :meth:`LoopThread.call`. Online evaluation scores
+runs here too, handed over with :meth:`LoopThread.submit`, so scoring never
+delays a run and survives the ``_sync`` twins closing their loops.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import threading
 from collections.abc import Coroutine
@@ -42,6 +45,7 @@ class LoopThread:
             gathered = asyncio.gather(*tasks, return_exceptions=True)
             self._loop.run_until_complete(gathered)
             self._loop.run_until_complete(self._loop.shutdown_asyncgens())
+            self._loop.run_until_complete(self._loop.shutdown_default_executor())
             self._loop.close()
 
     async def call(self, coroutine: Coroutine[Any, Any, T]) -> T:
@@ -74,6 +78,10 @@ class LoopThread:
             if outcome.done() and not outcome.cancelled():
                 outcome.exception()  # retrieved: the caller was cancelled anyway
             raise
+
+    def submit(self, coroutine: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Start ``coroutine`` on this loop, from any thread; its future, to wait on or not."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
 
     async def stop(self) -> None:
         """Stop the loop and wait (bounded) for the thread to end."""
