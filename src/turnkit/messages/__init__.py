@@ -19,6 +19,16 @@ from turnkit.messages.blocks import (
     ToolUseBlock,
     UrlSource,
 )
+from turnkit.messages.formats import (
+    from_anthropic,
+    from_gemini,
+    from_openai_chat,
+    from_openai_responses,
+    to_anthropic,
+    to_gemini,
+    to_openai_chat,
+    to_openai_responses,
+)
 from turnkit.messages.history import default_convert_to_llm, normalize_tool_call_history
 from turnkit.messages.message import Message, Origin
 from turnkit.messages.text import collapse_for_llm, message_text_body
@@ -42,9 +52,17 @@ __all__ = [
     "UrlSource",
     "collapse_for_llm",
     "default_convert_to_llm",
+    "from_anthropic",
+    "from_gemini",
+    "from_openai_chat",
+    "from_openai_responses",
     "message_text_body",
     "normalize_tool_call_history",
     "thaw",
+    "to_anthropic",
+    "to_gemini",
+    "to_openai_chat",
+    "to_openai_responses",
     "validate_blocks",
     "validate_messages",
 ]

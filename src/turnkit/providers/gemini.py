@@ -34,6 +34,7 @@ from turnkit.messages import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from turnkit.messages.formats.gemini import SKIP_SIGNATURE
 from turnkit.providers.base import Model, ModelEvent, ModelRequest, ModelResponse, StopReason, Usage
 from turnkit.providers.edges import (
     file_media_type,
@@ -48,7 +49,6 @@ from turnkit.providers.rules import prepare
 __all__ = ["SKIP_SIGNATURE", "GeminiModel"]
 
 PROVIDER = "gemini"
-SKIP_SIGNATURE = "skip_thought_signature_validator"
 _REFUSALS = {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"}
 
 

@@ -54,6 +54,7 @@ from turnkit.messages import (
     ToolUseBlock,
     thaw,
 )
+from turnkit.messages.formats.openai_chat import REASONING_FIELDS
 from turnkit.providers._openai_common import openai_client
 from turnkit.providers.base import Model, ModelEvent, ModelRequest, ModelResponse, StopReason, Usage
 from turnkit.providers.edges import (
@@ -74,8 +75,6 @@ from turnkit.providers.rules import (
 __all__ = ["OpenAIChatModel"]
 
 PROVIDER = "openai"
-REASONING_FIELDS = ("reasoning_content", "reasoning")
-"""Where compatible servers put reasoning text, in order of preference."""
 TOOL_BRIDGE = "Tool results received."
 _STOP: dict[str, StopReason] = {
     "stop": "end_turn",

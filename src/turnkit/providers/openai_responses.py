@@ -64,6 +64,7 @@ from turnkit.messages import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from turnkit.messages.formats.openai_responses import reasoning_signature, reasoning_state
 from turnkit.providers._openai_common import openai_client
 from turnkit.providers.base import (
     Model,
@@ -230,14 +231,12 @@ class OpenAIResponsesModel(Model):
         encrypted = getattr(item, "encrypted_content", None)
         signature = None
         if encrypted or self.store:
-            state: dict[str, str] = {"id": item.id}
-            if encrypted:
-                state["encrypted_content"] = encrypted
-            if following is not None:
-                state["next_type"] = following.type
-                if getattr(following, "id", None):
-                    state["next_id"] = following.id
-            signature = json.dumps(state, separators=(",", ":"))
+            signature = reasoning_signature(
+                item.id,
+                encrypted,
+                following.type if following is not None else None,
+                getattr(following, "id", None) if following is not None else None,
+            )
         if not text and signature is None:
             return None  # nothing to show and nothing to replay
         return ThinkingBlock(text, signature)
@@ -332,7 +331,7 @@ class _InputBuilder:
 
     def _replayable(self, block: ThinkingBlock) -> _Reasoning | TextBlock | None:
         """The reasoning item for a native block, or its text fallback, or nothing."""
-        state = _signature_state(block.signature)
+        state = reasoning_state(block.signature)
         usable = state is not None and (self.store or bool(state.get("encrypted_content")))
         if state is not None and usable:
             item: dict[str, Any] = {
@@ -363,19 +362,6 @@ class _InputBuilder:
 def _assistant_text(block: TextBlock) -> dict[str, Any]:
     text = {"type": "output_text", "text": block.text, "annotations": []}
     return {"type": "message", "role": "assistant", "content": [text]}
-
-
-def _signature_state(signature: str | None) -> dict[str, str] | None:
-    """The replay state in a signature this module wrote, or None."""
-    if not signature:
-        return None
-    try:
-        state = json.loads(signature)
-    except ValueError:
-        return None
-    if not isinstance(state, dict) or not isinstance(state.get("id"), str) or not state["id"]:
-        return None
-    return {k: v for k, v in state.items() if isinstance(v, str)}
 
 
 def _input_part(block: Any) -> dict[str, Any]:
