@@ -66,7 +66,10 @@ class ProviderError(TurnkitError):
 
     ``status`` is the HTTP status when there was one, ``message`` the
     provider's own text, and ``retryable`` whether trying again can help
-    (rate limits, overload, 5xx and connection failures).
+    (rate limits, overload, 5xx and connection failures). ``retried`` says
+    that the provider's SDK already retried it (its ``max_retries``, with
+    backoff honouring ``retry_after``), so the orchestrator does not retry
+    it again: each failure is retried by one layer only.
     """
 
     def __init__(
@@ -77,12 +80,14 @@ class ProviderError(TurnkitError):
         status: int | None = None,
         retryable: bool = False,
         retry_after: float | None = None,
+        retried: bool = False,
     ) -> None:
         self.message = message
         self.provider = provider
         self.status = status
         self.retryable = retryable
         self.retry_after = retry_after
+        self.retried = retried
         where = f"{provider} {status}" if status is not None else provider
         super().__init__(f"{where}: {message}")
 

@@ -78,12 +78,13 @@ class Reply:
     ``stop_reason`` is ``None`` (derived: ``tool_use`` when there are tool
     calls, else ``end``), one of :data:`NEUTRAL_STOP_REASONS` (mapped to each
     provider's value), or any other string, sent verbatim.
-    ``usage`` is ``(input_tokens, output_tokens)``.
+    ``usage`` is ``(input_tokens, output_tokens)``, optionally followed by
+    cache reads and cache writes (rendered by the Anthropic fake).
     """
 
     parts: tuple[Part, ...] = ()
     stop_reason: str | None = None
-    usage: tuple[int, int] = (10, 5)
+    usage: tuple[int, ...] = (10, 5)
 
     def __post_init__(self) -> None:
         parts: Any = self.parts

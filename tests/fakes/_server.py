@@ -18,7 +18,7 @@ import json
 import threading
 from collections import deque
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, ClassVar, Self
@@ -47,6 +47,7 @@ class HttpReply:
     body: bytes
     content_type: str = "application/json"
     headers: Mapping[str, str] = field(default_factory=dict)
+    cut_at: int | None = None  # write only this many bytes, then close: a broken stream
 
 
 class Refusal(Exception):
@@ -95,6 +96,7 @@ class FakeServer:
         self._script: deque[Scripted] = deque(as_script(script))
         self._requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
+        self._breaks = 0
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -159,6 +161,12 @@ class FakeServer:
         named = {key.replace("_", "-"): value for key, value in headers.items()}
         self.script(ErrorReply(status, body, named))
 
+    def break_next_stream(self) -> None:
+        """Cut the next streamed reply halfway and close the connection, as a
+        network failure would (the declared length promises more)."""
+        with self._lock:
+            self._breaks += 1
+
     @property
     def requests(self) -> list[RecordedRequest]:
         """Every request received so far, refused ones included."""
@@ -208,9 +216,15 @@ class FakeServer:
         with self._lock:
             self._requests.append(request)
         try:
-            return self.handle(request)
+            reply = self.handle(request)
         except Refusal as refusal:
             return json_reply(refusal.status, refusal.body, refusal.headers)
+        if reply.content_type == "text/event-stream":
+            with self._lock:
+                broken, self._breaks = self._breaks > 0, max(self._breaks - 1, 0)
+            if broken:
+                return replace(reply, cut_at=len(reply.body) // 2)
+        return reply
 
 
 def _make_handler(fake: FakeServer) -> type[BaseHTTPRequestHandler]:
@@ -246,7 +260,12 @@ def _make_handler(fake: FakeServer) -> type[BaseHTTPRequestHandler]:
             for key, value in reply.headers.items():
                 self.send_header(key, value)
             self.end_headers()
-            self.wfile.write(reply.body)
+            if reply.cut_at is None:
+                self.wfile.write(reply.body)
+                return
+            self.wfile.write(reply.body[: reply.cut_at])
+            self.wfile.flush()
+            self.close_connection = True
 
         def log_message(self, format: str, *args: Any) -> None:
             return

@@ -106,12 +106,14 @@ class FakeAnthropic(FakeServer):
             raise Refusal(401, error_envelope("authentication_error", "invalid x-api-key"))
 
 
-def _usage(input_tokens: int, output_tokens: int) -> dict[str, Any]:
+def _usage(
+    input_tokens: int, output_tokens: int, cache_read: int = 0, cache_write: int = 0
+) -> dict[str, Any]:
     return {
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0,
+        "cache_creation_input_tokens": cache_write,
+        "cache_read_input_tokens": cache_read,
     }
 
 
@@ -134,7 +136,12 @@ def _render_block(part: Text | Thinking | ToolCall, model: str) -> dict[str, Any
 
 
 def _stream_events(message: dict[str, Any], reply: Reply) -> list[str]:
-    start = {**message, "content": [], "stop_reason": None, "usage": _usage(reply.usage[0], 1)}
+    start = {
+        **message,
+        "content": [],
+        "stop_reason": None,
+        "usage": _usage(reply.usage[0], 1, *reply.usage[2:]),
+    }
     events = [
         sse_event({"type": "message_start", "message": start}, "message_start"),
         sse_event({"type": "ping"}, "ping"),

@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from fakes import FakeAnthropic, Reply, ToolCall
+from fakes.models import REMOTES
 from turnkit import (
     AgentConfig,
     Budget,
@@ -119,10 +121,10 @@ async def test_a_cost_budget_needs_a_price_for_the_model() -> None:
 
 
 def test_built_in_prices_match_dated_versions_and_can_be_overridden() -> None:
-    assert price_for("anthropic:claude-sonnet-4-5-20250929") == (3.0, 15.0)
-    assert price_for("openai:gpt-4o-mini-2024-07-18") == (0.15, 0.6)
-    assert price_for("openai:gpt-4o-2024-08-06") == (2.5, 10.0)
-    assert price_for("openai-responses:gpt-5") == (1.25, 10.0)
+    assert price_for("anthropic:claude-sonnet-4-5-20250929") == (3.0, 15.0, 0.3, 3.75)
+    assert price_for("openai:gpt-4o-mini-2024-07-18") == (0.15, 0.6, 0.075, 0.15)
+    assert price_for("openai:gpt-4o-2024-08-06") == (2.5, 10.0, 1.25, 2.5)
+    assert price_for("openai-responses:gpt-5") == (1.25, 10.0, 0.125, 1.25)
     assert price_for("local:smollm2") == (0.0, 0.0)
     assert price_for("openai:gpt-4o", {"openai:gpt-4o": (1, 2)}) == (1.0, 2.0)
     assert price_for("acme:mystery") is None
@@ -199,3 +201,30 @@ async def test_a_team_with_a_cost_budget_and_an_unpriced_model_is_refused_up_fro
     with pytest.raises(ValueError, match=r"no price is known for 'scripted:boss'"):
         await orch.run_team(team, "goal")
     assert boss.requests == []
+
+
+async def test_a_cached_conversation_reaches_its_budget_at_the_right_call() -> None:
+    # Each call reads 1000 tokens from Anthropic's prompt cache, on top of 10
+    # fresh input tokens and 5 output tokens: 1015 tokens a call.
+    cached = Reply([ToolCall("lookup", {"q": "x"})], usage=(10, 5, 1000, 0))
+    with FakeAnthropic(*[cached] * 5) as fake:
+        model = REMOTES["anthropic"].model(fake)
+        orch = Orchestrator(model, budget=Budget(max_tokens=2500))
+        with pytest.raises(TokenBudgetExceededError) as caught:
+            await orch.run_agent(AgentConfig("a", tools=[lookup]), "go")
+        assert len(fake.requests) == 3  # 1015, 2030, then 3045 >= 2500: the 4th is refused
+    assert caught.value.spent == 3045
+
+
+async def test_cached_tokens_cost_their_own_price() -> None:
+    first = Reply("cached", usage=(100, 10, 0, 1_000_000))  # writes a million tokens
+    second = Reply("cached", usage=(100, 10, 1_000_000, 0))  # then reads them
+    progress = Progress()
+    with FakeAnthropic(first, second) as fake:
+        orch = Orchestrator(REMOTES["anthropic"].model(fake), on_progress=progress)
+        write = await orch.run_agent(AgentConfig("a"), "go")
+        await orch.run_agent(AgentConfig("a"), "go")
+    fresh = (100 * 3.0 + 10 * 15.0) / 1e6  # claude-sonnet-4-6 is priced as claude-sonnet-4
+    assert write.usage.cache_write_tokens == 1_000_000
+    costs = [event.data["cost_usd"] for event in progress.of("agent_complete")]
+    assert costs == [pytest.approx(fresh + 3.75), pytest.approx(fresh + 0.3)]

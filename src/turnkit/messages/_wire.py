@@ -3,6 +3,10 @@
 msgspec checks types and builds the immutable structs in C, calling each
 class's ``__post_init__`` for the checks it cannot express. Its errors are
 turned into :class:`InvalidMessageError` with a path in the caller's terms.
+
+msgspec reports errors as text only, so its wording is read here: pyproject
+pins msgspec's minor version, and ``tests/messages/test_wire_errors.py``
+checks msgspec's wording and our translation for each kind of error.
 """
 
 from __future__ import annotations

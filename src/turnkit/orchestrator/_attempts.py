@@ -46,9 +46,15 @@ class RetryPolicy:
 
 
 def is_retryable(error: BaseException | None) -> bool:
-    """Whether trying again can help: a ProviderError marked ``retryable``."""
-    return isinstance(error, ProviderError) and error.retryable
+    """Whether the orchestrator should try again: a ``retryable`` ProviderError
+    that the provider's SDK has not already retried (one layer retries each failure)."""
+    return isinstance(error, ProviderError) and error.retryable and not error.retried
 
 
 def usage_data(usage: Usage) -> dict[str, int]:
-    return {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cache_read_tokens": usage.cache_read_tokens,
+        "cache_write_tokens": usage.cache_write_tokens,
+    }

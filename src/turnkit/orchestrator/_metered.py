@@ -19,7 +19,12 @@ from turnkit.agent import resolve_agent_model
 from turnkit.errors import BudgetExceededError, TokenBudgetExceededError
 from turnkit.orchestrator.budget import Ledger, Price, cost_of, price_for
 from turnkit.orchestrator.events import ProgressCallback, ProgressEvent, emit
-from turnkit.orchestrator.tracing import Tracer, content_attributes, message_stats
+from turnkit.orchestrator.tracing import (
+    Tracer,
+    content_attributes,
+    message_stats,
+    usage_attributes,
+)
 from turnkit.providers.base import Model, ModelRequest, ModelResponse
 from turnkit.tools import Tool, tool
 
@@ -123,8 +128,7 @@ class MeteredModel(Model):
         attributes: dict[str, Any] = {
             "gen_ai.response.model": origin.model if origin is not None else None,
             "gen_ai.response.finish_reasons": [response.stop_reason],
-            "gen_ai.usage.input_tokens": response.usage.input_tokens,
-            "gen_ai.usage.output_tokens": response.usage.output_tokens,
+            **usage_attributes(response.usage),
             "turnkit.cost_usd": cost,
             **message_stats((response.message,), "turnkit.response"),
         }

@@ -27,36 +27,40 @@ __all__ = [
     "unpriced_models",
 ]
 
-Price = tuple[float, float]
-"""USD per million input tokens, and per million output tokens."""
+Price = tuple[float, float] | tuple[float, float, float, float]
+"""USD per million tokens: input and output, optionally then cache reads and
+cache writes. Without cache prices, cached tokens cost the input price."""
 
-# Public list prices (USD per million tokens, input/output) of common models.
+# Public list prices (USD per million tokens: input, output, cache read, cache
+# write) of common models. Anthropic charges 1.25x the input price to write the
+# (5-minute) cache and 0.1x to read it; OpenAI and Gemini cache by themselves
+# (no write charge) and discount cached reads.
 # A key matches its model and any dated or suffixed version of it
 # ("anthropic:claude-sonnet-4-5" matches "anthropic:claude-sonnet-4-5-20250929").
 # They go out of date: pass ``prices=`` to the Orchestrator to override.
 DEFAULT_PRICES: Mapping[str, Price] = {
-    "anthropic:claude-opus-4-5": (5.0, 25.0),
-    "anthropic:claude-opus-4-1": (15.0, 75.0),
-    "anthropic:claude-opus-4": (15.0, 75.0),
-    "anthropic:claude-sonnet-4-5": (3.0, 15.0),
-    "anthropic:claude-sonnet-4": (3.0, 15.0),
-    "anthropic:claude-3-7-sonnet": (3.0, 15.0),
-    "anthropic:claude-haiku-4-5": (1.0, 5.0),
-    "anthropic:claude-3-5-haiku": (0.8, 4.0),
-    "openai:gpt-5": (1.25, 10.0),
-    "openai:gpt-5-mini": (0.25, 2.0),
-    "openai:gpt-5-nano": (0.05, 0.4),
-    "openai:gpt-4.1": (2.0, 8.0),
-    "openai:gpt-4.1-mini": (0.4, 1.6),
-    "openai:gpt-4.1-nano": (0.1, 0.4),
-    "openai:gpt-4o": (2.5, 10.0),
-    "openai:gpt-4o-mini": (0.15, 0.6),
-    "openai:o3": (2.0, 8.0),
-    "openai:o4-mini": (1.1, 4.4),
-    "gemini:gemini-2.5-pro": (1.25, 10.0),
-    "gemini:gemini-2.5-flash": (0.3, 2.5),
-    "gemini:gemini-2.5-flash-lite": (0.1, 0.4),
-    "gemini:gemini-2.0-flash": (0.1, 0.4),
+    "anthropic:claude-opus-4-5": (5.0, 25.0, 0.5, 6.25),
+    "anthropic:claude-opus-4-1": (15.0, 75.0, 1.5, 18.75),
+    "anthropic:claude-opus-4": (15.0, 75.0, 1.5, 18.75),
+    "anthropic:claude-sonnet-4-5": (3.0, 15.0, 0.3, 3.75),
+    "anthropic:claude-sonnet-4": (3.0, 15.0, 0.3, 3.75),
+    "anthropic:claude-3-7-sonnet": (3.0, 15.0, 0.3, 3.75),
+    "anthropic:claude-haiku-4-5": (1.0, 5.0, 0.1, 1.25),
+    "anthropic:claude-3-5-haiku": (0.8, 4.0, 0.08, 1.0),
+    "openai:gpt-5": (1.25, 10.0, 0.125, 1.25),
+    "openai:gpt-5-mini": (0.25, 2.0, 0.025, 0.25),
+    "openai:gpt-5-nano": (0.05, 0.4, 0.005, 0.05),
+    "openai:gpt-4.1": (2.0, 8.0, 0.5, 2.0),
+    "openai:gpt-4.1-mini": (0.4, 1.6, 0.1, 0.4),
+    "openai:gpt-4.1-nano": (0.1, 0.4, 0.025, 0.1),
+    "openai:gpt-4o": (2.5, 10.0, 1.25, 2.5),
+    "openai:gpt-4o-mini": (0.15, 0.6, 0.075, 0.15),
+    "openai:o3": (2.0, 8.0, 0.5, 2.0),
+    "openai:o4-mini": (1.1, 4.4, 0.275, 1.1),
+    "gemini:gemini-2.5-pro": (1.25, 10.0, 0.125, 1.25),
+    "gemini:gemini-2.5-flash": (0.3, 2.5, 0.03, 0.3),
+    "gemini:gemini-2.5-flash-lite": (0.1, 0.4, 0.01, 0.1),
+    "gemini:gemini-2.0-flash": (0.1, 0.4, 0.025, 0.1),
 }
 
 # Providers whose models cost nothing to call.
@@ -69,8 +73,9 @@ _SAME_PRICES = {"openai-responses": "openai"}
 class Budget:
     """Limits on what one orchestrated run may spend; None means no limit.
 
-    ``max_tokens`` counts input plus output tokens of every model call;
-    ``max_cost_usd`` their cost by the price table. Once what was spent
+    ``max_tokens`` counts every token of every model call: input (cache
+    reads and writes included) and output; ``max_cost_usd`` their cost by
+    the price table, cached tokens at their own prices. Once what was spent
     reaches a limit, the next model call is refused with
     :class:`~turnkit.errors.TokenBudgetExceededError` or
     :class:`~turnkit.errors.CostBudgetExceededError`.
@@ -145,21 +150,30 @@ def _lookup(model_id: str, table: Mapping[str, Price]) -> Price | None:
 
 def _checked(key: str, price: Price) -> Price:
     try:
-        cost_in, cost_out = (float(part) for part in price)
+        parts = tuple(float(part) for part in price)
     except (TypeError, ValueError):
+        parts = ()
+    if len(parts) not in (2, 4):
         raise ValueError(
-            f"prices[{key!r}] must be (USD per million input tokens, per million output tokens)"
-        ) from None
-    if not (math.isfinite(cost_in) and math.isfinite(cost_out) and cost_in >= 0 <= cost_out):
-        raise ValueError(f"prices[{key!r}] must be two finite numbers >= 0, got {price!r}")
-    return cost_in, cost_out
+            f"prices[{key!r}] must be (USD per million input tokens, per million output "
+            "tokens), optionally followed by cache read and cache write prices"
+        )
+    if not all(math.isfinite(part) and part >= 0 for part in parts):
+        raise ValueError(f"prices[{key!r}] must be finite numbers >= 0, got {price!r}")
+    return parts  # type: ignore[return-value]
 
 
 def cost_of(usage: Usage, price: Price | None) -> float:
     """USD for ``usage`` at ``price`` (0.0 when the price is unknown)."""
     if price is None:
         return 0.0
-    return (usage.input_tokens * price[0] + usage.output_tokens * price[1]) / 1_000_000
+    read, write = (price[2], price[3]) if len(price) == 4 else (price[0], price[0])
+    return (
+        usage.input_tokens * price[0]
+        + usage.output_tokens * price[1]
+        + usage.cache_read_tokens * read
+        + usage.cache_write_tokens * write
+    ) / 1_000_000
 
 
 class Ledger:
@@ -194,5 +208,5 @@ class Ledger:
     def add(self, usage: Usage, cost_usd: float) -> None:
         """Count one call's usage and cost."""
         self.usage += usage
-        self.tokens += usage.input_tokens + usage.output_tokens
+        self.tokens += usage.total_tokens
         self.cost_usd += cost_usd

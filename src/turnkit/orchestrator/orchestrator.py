@@ -21,7 +21,13 @@ from turnkit.orchestrator.events import (
     emit,
 )
 from turnkit.orchestrator.tasks import Task, Team, TeamResult
-from turnkit.orchestrator.tracing import Span, Tracer, content_attributes, message_stats
+from turnkit.orchestrator.tracing import (
+    Span,
+    Tracer,
+    content_attributes,
+    message_stats,
+    usage_attributes,
+)
 from turnkit.providers.base import Model
 
 if TYPE_CHECKING:
@@ -209,8 +215,7 @@ class Orchestrator:
     ) -> None:
         span.set(
             {
-                "gen_ai.usage.input_tokens": result.usage.input_tokens,
-                "gen_ai.usage.output_tokens": result.usage.output_tokens,
+                **usage_attributes(result.usage),
                 "gen_ai.response.finish_reasons": [result.stop_reason],
                 "turnkit.cost_usd": metered.cost_usd,
                 "turnkit.success": result.success,

@@ -29,8 +29,9 @@ from turnkit.messages import (
     ToolUseBlock,
 )
 from turnkit.orchestrator.events import TraceCallback, TraceEvent, emit
+from turnkit.providers.base import Usage
 
-__all__ = ["Span", "Tracer", "content_attributes", "message_stats"]
+__all__ = ["Span", "Tracer", "content_attributes", "message_stats", "usage_attributes"]
 
 SpanKind = Literal["internal", "client"]
 
@@ -173,6 +174,16 @@ _STAT_NAMES = (
     "tool_calls",
     "tool_results",
 )
+
+
+def usage_attributes(usage: Usage) -> dict[str, int]:
+    """The gen_ai usage attributes: input counts cached tokens too, then each cached part."""
+    return {
+        "gen_ai.usage.input_tokens": usage.total_tokens - usage.output_tokens,
+        "gen_ai.usage.output_tokens": usage.output_tokens,
+        "gen_ai.usage.cache_read.input_tokens": usage.cache_read_tokens,
+        "gen_ai.usage.cache_creation.input_tokens": usage.cache_write_tokens,
+    }
 
 
 def message_stats(messages: Sequence[Message], prefix: str) -> dict[str, int]:

@@ -63,6 +63,7 @@ class AnthropicModel(Model):
         default_max_tokens: int = 4096,
     ) -> None:
         self.name = name
+        self.max_retries = max_retries
         self.default_max_tokens = default_max_tokens
         self._client_args = {"api_key": api_key, "base_url": base_url, "max_retries": max_retries}
 
@@ -77,7 +78,7 @@ class AnthropicModel(Model):
         try:
             reply = await self.client.messages.create(**params)
         except (anthropic.APIError, *transport_errors()) as err:
-            raise provider_error(err, PROVIDER) from err
+            raise provider_error(err, PROVIDER, sdk_retries=self.max_retries) from err
         return self.parse(reply)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
@@ -96,7 +97,7 @@ class AnthropicModel(Model):
                         yield ModelEvent("tool_use", tool_call=_tool_use(event.content_block))
                 final = await stream.get_final_message()
         except (anthropic.APIError, *transport_errors()) as err:
-            raise provider_error(err, PROVIDER) from err
+            raise provider_error(err, PROVIDER, sdk_retries=self.max_retries) from err
         yield ModelEvent("done", response=self.parse(final))
 
     # -- request -------------------------------------------------------------

@@ -114,7 +114,13 @@ class ModelRequest:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Tokens a call used; adds up with ``+``."""
+    """Tokens a call used; adds up with ``+``.
+
+    ``input_tokens`` is the input neither read from nor written to the
+    provider's prompt cache; ``cache_read_tokens`` and ``cache_write_tokens``
+    are the cached parts. Each input token is in exactly one of the three,
+    whatever the provider reports (see :func:`turnkit.providers.edges.usage`).
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -131,7 +137,13 @@ class Usage:
 
     @property
     def total_tokens(self) -> int:
-        return self.input_tokens + self.output_tokens
+        """Every token of the call: input (cached or not) and output."""
+        return (
+            self.input_tokens
+            + self.cache_read_tokens
+            + self.cache_write_tokens
+            + self.output_tokens
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -351,7 +351,10 @@ def transport_errors() -> tuple[type[BaseException], ...]:
     return tuple(found)
 
 
-def provider_error(err: BaseException, provider: str) -> ProviderError:
+_SDK_CONNECTION_ERRORS = frozenset({"APIConnectionError", "APITimeoutError"})
+
+
+def provider_error(err: BaseException, provider: str, *, sdk_retries: int = 0) -> ProviderError:
     """The ProviderError for any SDK or transport error, the same way for every provider.
 
     An HTTP error keeps its status, the provider's own message (from the
@@ -359,6 +362,10 @@ def provider_error(err: BaseException, provider: str) -> ProviderError:
     response headers. An error the provider reported inside a stream (HTTP
     200 already sent) is retryable unless it names a bad request. Connection
     failures, timeouts and streams broken mid-way are retryable.
+
+    ``sdk_retries`` is the SDK's ``max_retries``: HTTP errors and failures
+    to connect were already retried that often (``retried``); a stream
+    broken mid-way or an error sent inside one never is.
     """
     if isinstance(err, ProviderError):
         return err
@@ -366,15 +373,22 @@ def provider_error(err: BaseException, provider: str) -> ProviderError:
     message = _message_of(err)
     if status is None or status < 400:
         kind = _error_type(getattr(err, "body", None))
-        retryable = kind not in _NOT_RETRYABLE_TYPES
-        return ProviderError(message, provider=provider, retryable=retryable)
+        connecting = type(err).__name__ in _SDK_CONNECTION_ERRORS
+        return ProviderError(
+            message,
+            provider=provider,
+            retryable=kind not in _NOT_RETRYABLE_TYPES,
+            retried=connecting and sdk_retries > 0,
+        )
     headers = getattr(getattr(err, "response", None), "headers", None)
+    retryable = is_retryable_status(status)
     return ProviderError(
         message,
         provider=provider,
         status=status,
-        retryable=is_retryable_status(status),
+        retryable=retryable,
         retry_after=retry_after_seconds(headers),
+        retried=retryable and sdk_retries > 0,
     )
 
 

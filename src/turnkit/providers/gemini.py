@@ -66,6 +66,7 @@ class GeminiModel(Model):
         max_retries: int = 2,
     ) -> None:
         self.name = name
+        self.max_retries = max_retries
         self._api_key = api_key
         self._options = types.HttpOptions(
             base_url=base_url, retry_options=types.HttpRetryOptions(attempts=max_retries + 1)
@@ -83,7 +84,7 @@ class GeminiModel(Model):
         try:
             reply = await self.client.aio.models.generate_content(**params)
         except (errors.APIError, *transport_errors()) as err:
-            raise provider_error(err, PROVIDER) from err
+            raise provider_error(err, PROVIDER, sdk_retries=self.max_retries) from err
         candidate = reply.candidates[0] if reply.candidates else None
         parts = list(candidate.content.parts or []) if candidate and candidate.content else []
         return self.parse(parts, candidate, reply.usage_metadata)
@@ -104,7 +105,7 @@ class GeminiModel(Model):
                         kind = "thinking_delta" if part.thought else "text_delta"
                         yield ModelEvent(kind, text=part.text)
         except (errors.APIError, *transport_errors()) as err:
-            raise provider_error(err, PROVIDER) from err
+            raise provider_error(err, PROVIDER, sdk_retries=self.max_retries) from err
         response = self.parse(parts, candidate, usage)
         for call in response.tool_calls:
             yield ModelEvent("tool_use", tool_call=call)

@@ -113,17 +113,17 @@ class OpenAIChatModel(Model):
         if tool_id_style not in ("openai", "nine"):
             raise ValueError(f"tool_id_style must be 'openai' or 'nine', not {tool_id_style!r}")
         self.name = name
+        self.max_retries = max_retries
         self.tool_id_style = tool_id_style
         self.echo_reasoning = echo_reasoning
         self._api_key = api_key
         self._base_url = base_url
-        self._max_retries = max_retries
 
     @property
     def client(self) -> openai.AsyncOpenAI:
         """The SDK client of the running event loop, built on first use there."""
         return self.per_loop(
-            lambda: openai_client(self.provider, self._api_key, self._base_url, self._max_retries)
+            lambda: openai_client(self.provider, self._api_key, self._base_url, self.max_retries)
         )
 
     async def request(self, request: ModelRequest) -> ModelResponse:
@@ -131,7 +131,7 @@ class OpenAIChatModel(Model):
         try:
             completion = await self.client.chat.completions.create(**params)
         except (openai.APIError, *transport_errors()) as err:
-            raise provider_error(err, self.provider) from err
+            raise provider_error(err, self.provider, sdk_retries=self.max_retries) from err
         return self.parse(completion)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
@@ -145,7 +145,7 @@ class OpenAIChatModel(Model):
                     for event in state.feed(chunk):
                         yield event
         except (openai.APIError, *transport_errors()) as err:
-            raise provider_error(err, self.provider) from err
+            raise provider_error(err, self.provider, sdk_retries=self.max_retries) from err
         for event in state.close():
             yield event
         yield ModelEvent("done", response=self._response(state.done))

@@ -117,16 +117,16 @@ class OpenAIResponsesModel(Model):
         store: bool = False,
     ) -> None:
         self.name = name
+        self.max_retries = max_retries
         self.store = store
         self._api_key = api_key
         self._base_url = base_url
-        self._max_retries = max_retries
 
     @property
     def client(self) -> openai.AsyncOpenAI:
         """The SDK client of the running event loop."""
         return self.per_loop(
-            lambda: openai_client(PROVIDER, self._api_key, self._base_url, self._max_retries)
+            lambda: openai_client(PROVIDER, self._api_key, self._base_url, self.max_retries)
         )
 
     async def request(self, request: ModelRequest) -> ModelResponse:
@@ -134,7 +134,7 @@ class OpenAIResponsesModel(Model):
         try:
             reply = await self.client.responses.create(**params)
         except (openai.APIError, *transport_errors()) as err:
-            raise provider_error(err, PROVIDER) from err
+            raise provider_error(err, PROVIDER, sdk_retries=self.max_retries) from err
         return self.parse(reply)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
@@ -151,7 +151,7 @@ class OpenAIResponsesModel(Model):
                     elif (out := _stream_event(event)) is not None:
                         yield out
         except (openai.APIError, *transport_errors()) as err:
-            raise provider_error(err, PROVIDER) from err
+            raise provider_error(err, PROVIDER, sdk_retries=self.max_retries) from err
         if final is None:
             message = "the response stream ended before the response was complete"
             raise ProviderError(message, provider=PROVIDER, retryable=True)
