@@ -5,6 +5,8 @@ from turnkit.errors import (
     ImagePolicyError,
     InvalidMessageError,
     ProviderError,
+    SessionEndedError,
+    SessionNotFoundError,
     ToolInputError,
     TurnkitError,
     UnsupportedContentError,
@@ -45,9 +47,32 @@ from turnkit.tools import Tool, tool
 
 __version__ = "0.1.0"
 
+# Sessions load on first use (DBOS and SQLAlchemy are heavy): turnkit.App etc.
+_SESSION_NAMES = frozenset(
+    {
+        "App",
+        "AgentInput",
+        "use_input",
+        "use_current_input",
+        "use_tool",
+        "use_session_data",
+        }
+)
+
+
+def __getattr__(name: str) -> object:
+    if name in _SESSION_NAMES:
+        import turnkit.sessions
+
+        return getattr(turnkit.sessions, name)
+    raise AttributeError(f"module 'turnkit' has no attribute {name!r}")
+
+
 __all__ = [
     "Agent",
     "AgentConfig",
+    "AgentInput",
+    "App",
     "Base64Source",
     "Budget",
     "CacheControl",
@@ -67,6 +92,8 @@ __all__ = [
     "ProviderError",
     "RunContext",
     "RunResult",
+    "SessionEndedError",
+    "SessionNotFoundError",
     "StreamEvent",
     "Task",
     "TaskResult",
@@ -88,6 +115,10 @@ __all__ = [
     "normalize_tool_call_history",
     "resolve_model",
     "tool",
+    "use_current_input",
+    "use_input",
+    "use_session_data",
+    "use_tool",
     "validate_blocks",
     "validate_messages",
 ]

@@ -10,14 +10,19 @@ __all__ = [
     "BudgetExceededError",
     "CostBudgetExceededError",
     "ImagePolicyError",
+    "InvalidInputError",
     "InvalidMessageError",
     "ModelNotFoundError",
     "PlanError",
     "ProviderError",
+    "SessionEndedError",
+    "SessionNotFoundError",
     "TaskGraphError",
     "TokenBudgetExceededError",
     "ToolInputError",
+    "TurnNotFoundError",
     "TurnkitError",
+    "UnknownAgentError",
     "UnsupportedContentError",
 ]
 
@@ -157,3 +162,52 @@ class PlanError(TurnkitError):
     def __init__(self, message: str, problems: list[str] | tuple[str, ...] = ()) -> None:
         self.problems = tuple(problems)
         super().__init__(message)
+
+
+class SessionNotFoundError(TurnkitError, LookupError):
+    """No session has this id (``session_id`` says which)."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(f"session {session_id!r} not found")
+
+
+class SessionEndedError(TurnkitError):
+    """The session was ended (``App.end_session``): it takes no more input."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(f"session {session_id!r} has ended; it takes no more input")
+
+
+class TurnNotFoundError(TurnkitError, LookupError):
+    """No turn has this id (``turn_id`` says which)."""
+
+    def __init__(self, turn_id: str) -> None:
+        self.turn_id = turn_id
+        super().__init__(f"turn {turn_id!r} not found")
+
+
+class UnknownAgentError(TurnkitError, LookupError):
+    """No agent of this name is defined on the App (``@app.agent``)."""
+
+    def __init__(self, name: object, known: tuple[str, ...] = ()) -> None:
+        self.name = name
+        listed = ", ".join(repr(n) for n in known) or "none"
+        super().__init__(f"unknown agent {name!r}; the app defines: {listed}")
+
+
+class InvalidInputError(TurnkitError, ValueError):
+    """An input to a session that cannot be accepted; nothing was stored.
+
+    ``field`` names the argument that was wrong (``payload``, ``text``,
+    ``payload.items[2]``); ``str(err)`` starts with it.
+    """
+
+    def __init__(self, field: str, problem: str) -> None:
+        self.field = field
+        self.problem = problem
+        super().__init__(f"{field}: {problem}")
+
+    def __reduce__(self) -> tuple[type[InvalidInputError], tuple[str, str]]:
+        return (type(self), (self.field, self.problem))

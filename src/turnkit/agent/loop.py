@@ -8,7 +8,7 @@ consistent history behind.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from turnkit._sync import maybe_await
@@ -32,7 +32,10 @@ from turnkit.providers.base import (
 )
 from turnkit.tools import Tool, execute_tool_call
 
-__all__ = ["RunState", "Turns"]
+__all__ = ["RunState", "ToolRunner", "Turns"]
+
+ToolRunner = Callable[[ToolUseBlock, Mapping[str, Tool]], Awaitable[ToolResultBlock]]
+"""Runs one tool call with the tools of a run; never raises but for cancellation."""
 
 
 class RunState:
@@ -97,6 +100,7 @@ class Turns:
         max_turns: int,
         transform_context: Callable[..., Any] | None,
         convert_to_llm: Callable[..., Any] | None,
+        run_tool: ToolRunner = execute_tool_call,
     ) -> None:
         self.system = system
         self.tools = tools
@@ -105,6 +109,7 @@ class Turns:
         self.max_turns = max_turns
         self.transform_context = transform_context
         self.convert_to_llm = convert_to_llm
+        self.run_tool = run_tool  # sessions swap in a durable one
 
     async def request_for(self, messages: Sequence[Message]) -> ModelRequest:
         """The request for ``messages``: transform, convert, normalize."""
@@ -192,7 +197,7 @@ class Turns:
         return answer
 
     async def _run_tool(self, state: RunState, call: ToolUseBlock) -> None:
-        state.results[call.id] = await execute_tool_call(call, self.tools)
+        state.results[call.id] = await self.run_tool(call, self.tools)
 
 
 def _reused_call_ids(message: Message, earlier: Sequence[Message]) -> str | None:

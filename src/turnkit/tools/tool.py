@@ -33,7 +33,9 @@ class Tool:
     arguments, after the input was checked: by ``validator`` when given (it
     returns the keyword arguments, or raises ``ValueError``), else against
     ``input_schema`` with ``jsonschema``. Sync functions run in a worker
-    thread, so they never block the event loop.
+    thread, so they never block the event loop. ``idempotent=True`` says a
+    call may safely run twice: a durable session re-runs such a call that a
+    crash interrupted, where any other gets an "interrupted" error result.
 
     >>> add = Tool("add", "Add two numbers.", {
     ...     "type": "object",
@@ -47,6 +49,7 @@ class Tool:
     input_schema: Mapping[str, Any]
     fn: Callable[..., Any | Awaitable[Any]]
     validator: InputValidator | None = field(default=None, kw_only=True, repr=False)
+    idempotent: bool = field(default=False, kw_only=True)
     _schema_check: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -115,7 +118,9 @@ def tool(fn: F, /) -> Tool: ...
 
 
 @overload
-def tool(*, name: str | None = None, description: str | None = None) -> Callable[[F], Tool]: ...
+def tool(
+    *, name: str | None = None, description: str | None = None, idempotent: bool = False
+) -> Callable[[F], Tool]: ...
 
 
 def tool(
@@ -124,6 +129,7 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
+    idempotent: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a :class:`Tool` of a typed sync or async function.
 
@@ -131,6 +137,8 @@ def tool(
     the docstring's first paragraph, and parameter descriptions from a
     Google-style ``Args:`` section or Sphinx ``:param x:`` lines. The input is
     validated (and coerced, as pydantic does) before the function runs.
+    ``idempotent=True`` marks a tool that may safely run twice (see
+    :class:`Tool`).
 
     >>> @tool
     ... def get_weather(city: str, days: int = 1) -> str:
@@ -154,7 +162,7 @@ def tool(
         tool_name = name if name is not None else getattr(function, "__name__", "")
         summary, schema, validator = function_schema(function, tool_name, local_names)
         text = description if description is not None else summary
-        return Tool(tool_name, text, schema, function, validator=validator)
+        return Tool(tool_name, text, schema, function, validator=validator, idempotent=idempotent)
 
     if fn is not None:
         if isinstance(fn, Tool):

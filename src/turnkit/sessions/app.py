@@ -1,0 +1,313 @@
+"""App: agents defined as render functions, and the durable sessions they run.
+
+See SPEC section 7. ``async with app`` (or ``with app``) opens the database,
+launches DBOS and starts running turns in this process; every method needs
+it, and every async method has a ``_sync`` twin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+from turnkit._sync import run_sync
+from turnkit.agent.config import resolve_agent_model
+from turnkit.errors import InvalidInputError, UnknownAgentError
+from turnkit.messages import Message
+from turnkit.providers.base import Model, settings_from
+from turnkit.sessions import _checks as check
+from turnkit.sessions.inputs import AgentInput
+from turnkit.sessions.records import Event, Receipt, Session, Turn
+from turnkit.sessions.runner import AgentDef
+from turnkit.sessions.store import NewInput
+from turnkit.tools import Tool, tool
+
+__all__ = ["App"]
+
+
+class App:
+    """Agents and their durable sessions, on one database.
+
+    ``database_url``: ``sqlite:///path.db`` or ``postgresql://user:pw@host/db``;
+    None reads ``$TURNKIT_DATABASE_URL``, else uses SQLite at
+    ``./.turnkit/turnkit.db`` (created on first use). ``executor_id`` names
+    this process to DBOS (give each process sharing a database its own);
+    ``polling_interval`` is how often the turn queue is checked, in seconds.
+    ``workers=False`` runs no turns in this process (it sends, reads and
+    follows; processes with workers run the turns). Every process that runs
+    turns on a database must define the same agents.
+
+    >>> app = App("sqlite:///demo.db")
+    >>> @app.agent("greeter", model="local")
+    ... def greeter() -> str:
+    ...     return "Greet the user by name."
+    """
+
+    def __init__(
+        self,
+        database_url: str | None = None,
+        *,
+        executor_id: str | None = None,
+        polling_interval: float = 0.02,
+        workers: bool = True,
+    ) -> None:
+        self._database_url = database_url
+        self._executor_id = executor_id or os.environ.get("TURNKIT_EXECUTOR_ID") or "local"
+        self._polling_interval = polling_interval
+        self._workers = workers
+        self.agents: dict[str, AgentDef] = {}
+        self.tools: dict[str, Tool] = {}
+        self._made_tools: dict[Any, Tool] = {}
+        self._core: Any = None
+
+    # -- definitions ---------------------------------------------------------
+
+    def agent(
+        self,
+        name: str,
+        *,
+        model: str | Model | None = None,
+        tools: Sequence[Tool | Callable[..., Any]] = (),
+        max_turns: int = 10,
+        max_output_tokens: int | None = None,
+        temperature: float | None = None,
+        thinking: Any = None,
+    ) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
+        """Define an agent whose render function gives the system text of each model call."""
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"app.agent: the name must be a non-empty string, got {name!r}")
+        if type(max_turns) is not int or max_turns < 1:
+            raise ValueError(f"app.agent({name!r}): max_turns must be an int >= 1")
+        tool_map: dict[str, Tool] = {}
+        for item in tools:
+            made = self._as_tool(item, f"app.agent({name!r}).tools")
+            if made.name in tool_map or made.name == "ask":
+                raise ValueError(f"app.agent({name!r}): two tools are named {made.name!r}")
+            tool_map[made.name] = made
+        settings = settings_from(
+            {
+                "max_output_tokens": max_output_tokens,
+                "temperature": temperature,
+                "thinking": thinking,
+            }
+        )
+
+        def define(render: Callable[[], Any]) -> Callable[[], Any]:
+            if not callable(render):
+                raise TypeError("app.agent: decorate a function (the agent's render)")
+            if name in self.agents:
+                raise ValueError(f"app.agent: an agent named {name!r} is already defined")
+            resolved = resolve_agent_model(model)
+            self.agents[name] = AgentDef(name, render, resolved, tool_map, max_turns, settings)
+            return render
+
+        return define
+
+    def tool(self, fn: Any = None, /, **options: Any) -> Any:
+        """Register a tool that renders may offer by name (``use_tool("name")``)."""
+
+        def register(function: Any) -> Tool:
+            made = function if isinstance(function, Tool) else tool(**options)(function)
+            if made.name in self.tools or made.name == "ask":
+                raise ValueError(f"app.tool: a tool named {made.name!r} is already registered")
+            self.tools[made.name] = made
+            return made
+
+        return register(fn) if fn is not None else register
+
+    def _as_tool(self, item: Any, where: str) -> Tool:
+        if isinstance(item, Tool):
+            return item
+        if not callable(item):
+            raise TypeError(f"{where}: expected a Tool or a function, got {item!r}")
+        made = self._made_tools.get(item)
+        if made is None:
+            made = self._made_tools[item] = tool(item)
+        return made
+
+    def _resolver(self, agent: AgentDef) -> Callable[[Any], list[Tool]]:
+        def resolve(wanted: Any) -> list[Tool]:
+            if isinstance(wanted, str):
+                from turnkit.sessions.ask import ask_tool
+
+                if wanted == "ask":
+                    return [ask_tool()]
+                found = agent.tools.get(wanted) or self.tools.get(wanted)
+                if found is None:
+                    known = sorted({"ask", *agent.tools, *self.tools})
+                    raise ValueError(
+                        f"use_tool: no tool named {wanted!r}; known: {', '.join(known)}"
+                    )
+                return [found]
+            return [self._as_tool(wanted, "use_tool")]
+
+        return resolve
+
+    # -- lifecycle -----------------------------------------------------------
+
+    async def start(self) -> None:
+        """Open the database and run turns in this process (``async with app`` calls it)."""
+        if self._core is not None:
+            raise RuntimeError("this App is already started")
+        from turnkit.sessions.core import Core
+
+        core = Core(
+            self, self._database_url, self._executor_id, self._polling_interval, self._workers
+        )
+        await asyncio.to_thread(core.open)
+        self._core = core
+
+    async def stop(self) -> None:
+        """Stop running turns here; unfinished ones resume at the next start."""
+        core, self._core = self._core, None
+        if core is not None:
+            await asyncio.to_thread(core.close)
+
+    async def __aenter__(self) -> App:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def __enter__(self) -> App:
+        run_sync(self.start())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        run_sync(self.stop())
+
+    def _running(self) -> Any:
+        if self._core is None:
+            raise RuntimeError("the App is not started: use `async with app:` (or `with app:`)")
+        return self._core
+
+    # -- sessions ------------------------------------------------------------
+
+    async def create_session(
+        self, agent: str, key: str | None = None, data: dict[str, Any] | None = None
+    ) -> Session:
+        """A new session of ``agent``; with a ``key``, the existing one of that key if any."""
+        core = self._running()
+        if not isinstance(agent, str) or agent not in self.agents:
+            raise UnknownAgentError(agent, tuple(self.agents))
+        key = check.check_key(key, "key")
+        values = check.check_data(data)
+        session, _ = await asyncio.to_thread(core.store.create_session, agent, key, values)
+        return session
+
+    async def get_session(self, session_id: str) -> Session:
+        return await asyncio.to_thread(self._running().store.session, _id(session_id))
+
+    async def history(self, session_id: str) -> list[Message]:
+        """The session's durable conversation, oldest first."""
+        core = self._running()
+        await asyncio.to_thread(core.store.session_agent, _id(session_id))
+        return list(await asyncio.to_thread(core.store.history, session_id))
+
+    async def end_session(self, session_id: str) -> Session:
+        """End the session: queued turns are cancelled, the running one too; sends then raise."""
+        core = self._running()
+        running = await asyncio.to_thread(core.store.end_session, _id(session_id))
+        for turn_id in running:
+            await asyncio.to_thread(core.cancel_turn, turn_id, "session_ended")
+        return await asyncio.to_thread(core.store.session, session_id)
+
+    async def send(
+        self,
+        session_id: str,
+        text: str | None = None,
+        payload: Any = None,
+        source: str = "user",
+        idempotency_key: str | None = None,
+        answers: str | None = None,
+        channel: Any = None,
+    ) -> Receipt:
+        """Give the session an input; it is durable when this returns."""
+        core = self._running()
+        new = NewInput(
+            check.check_source(source),
+            check.check_text(text),
+            check.check_payload(payload),
+            {},
+            check.check_key(idempotency_key, "idempotency_key"),
+            check.check_key(answers, "answers"),
+        )
+        if not new.text and new.payload_json == "null":
+            raise InvalidInputError("text", "an input needs text or a payload; both are empty")
+        channel_dict = check.check_channel(channel)
+        if channel_dict is not None:
+            new.details["channel"] = channel_dict
+        return await asyncio.to_thread(core.store.accept_input, _id(session_id), new)
+
+    async def wait(self, turn_id: str, timeout: float | None = None) -> Turn:
+        """The turn once it is terminal; ``TimeoutError`` after ``timeout`` seconds."""
+        return await self._running().wait_turn(_id(turn_id, "turn_id"), timeout)
+
+    async def events(
+        self, session_id: str, after: int = 0, limit: int | None = None
+    ) -> list[Event]:
+        """The session's events with ``seq`` above ``after``, oldest first."""
+        core = self._running()
+        return await asyncio.to_thread(core.store.events, _id(session_id), _seq(after), limit)
+
+    async def follow(self, session_id: str, after: int = 0) -> AsyncIterator[Event]:
+        """Every event after ``after``, then each new one as it is written (any process).
+
+        Ends once the session has ended and its last event was given.
+        """
+        core = self._running()
+        async for event in core.follow(_id(session_id), _seq(after)):
+            yield event
+
+    async def cancel(self, session_id: str) -> str | None:
+        """Cancel the session's running turn (reason ``cancelled``); its id, or None."""
+        core = self._running()
+        running = await asyncio.to_thread(core.store.running_turns, _id(session_id))
+        for turn_id in running:
+            await asyncio.to_thread(core.cancel_turn, turn_id, "cancelled")
+        return running[0] if running else None
+
+    async def input(self, turn_id: str) -> AgentInput:
+        """The input a turn runs on."""
+        return (await asyncio.to_thread(self._running().store.turn, _id(turn_id, "turn_id"))).input
+
+    # -- sync twins ----------------------------------------------------------
+
+    def create_session_sync(self, agent: str, key: str | None = None, data: Any = None) -> Session:
+        return run_sync(self.create_session(agent, key, data))
+
+    def get_session_sync(self, session_id: str) -> Session:
+        return run_sync(self.get_session(session_id))
+
+    def history_sync(self, session_id: str) -> list[Message]:
+        return run_sync(self.history(session_id))
+
+    def end_session_sync(self, session_id: str) -> Session:
+        return run_sync(self.end_session(session_id))
+
+    def send_sync(self, session_id: str, text: str | None = None, **options: Any) -> Receipt:
+        return run_sync(self.send(session_id, text, **options))
+
+    def wait_sync(self, turn_id: str, timeout: float | None = None) -> Turn:
+        return run_sync(self.wait(turn_id, timeout))
+
+    def events_sync(self, session_id: str, after: int = 0, limit: int | None = None) -> list[Event]:
+        return run_sync(self.events(session_id, after, limit))
+
+    def cancel_sync(self, session_id: str) -> str | None:
+        return run_sync(self.cancel(session_id))
+
+
+def _id(value: object, field: str = "session_id") -> str:
+    if type(value) is not str or not value:
+        raise InvalidInputError(field, f"must be a non-empty string, got {value!r}")
+    return value
+
+
+def _seq(value: object) -> int:
+    if type(value) is not int or value < 0:
+        raise InvalidInputError("after", f"must be an int >= 0, got {value!r}")
+    return value

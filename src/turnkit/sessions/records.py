@@ -1,0 +1,153 @@
+"""What the App gives back: :class:`Session`, :class:`Turn`, :class:`Receipt`, :class:`Event`.
+
+Each is a frozen snapshot read from the store; read again for fresh state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from turnkit.sessions.inputs import AgentInput
+
+__all__ = [
+    "Event",
+    "EventType",
+    "Question",
+    "QuestionOption",
+    "Receipt",
+    "Session",
+    "SessionStatus",
+    "Turn",
+    "TurnStatus",
+]
+
+SessionStatus = Literal["idle", "running", "awaiting_input", "ended"]
+TurnStatus = Literal["queued", "running", "completed", "failed", "cancelled"]
+EventType = Literal[
+    "input.received",
+    "turn.started",
+    "message",
+    "tool.started",
+    "tool.finished",
+    "question.asked",
+    "turn.completed",
+    "turn.failed",
+    "turn.cancelled",
+    "schedule.skipped",
+]
+TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
+
+
+@dataclass(frozen=True, slots=True)
+class QuestionOption:
+    """One choice offered with a question."""
+
+    label: str
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    """A question the session's agent asked; it waits for an answer."""
+
+    id: str
+    text: str
+    options: tuple[QuestionOption, ...] = ()
+    turn_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        options = [{"label": o.label, "value": o.value} for o in self.options]
+        return {"id": self.id, "text": self.text, "options": options, "turn_id": self.turn_id}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Question:
+        options = tuple(QuestionOption(o["label"], o["value"]) for o in data.get("options", ()))
+        return cls(data["id"], data["text"], options, data.get("turn_id"))
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """A durable conversation with one agent.
+
+    ``status`` is ``idle`` (nothing to do), ``running`` (a turn is queued or
+    running), ``awaiting_input`` (a question is open) or ``ended``. ``data``
+    is the JSON the renders keep with ``use_session_data()``. ``parent_id``
+    links a sub-agent's session to the session that started it.
+    """
+
+    id: str
+    agent: str
+    key: str | None
+    status: SessionStatus
+    question: Question | None
+    data: dict[str, Any]
+    created_at: datetime
+    parent_id: str | None = None
+    ended_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One run of the agent on one input.
+
+    ``output`` is the final text of a completed turn; ``question`` is set when
+    it ended by asking; ``error`` and ``reason`` say why a turn failed or was
+    cancelled (``reason`` is a short code: ``model_error``, ``render_error``,
+    ``max_turns``, ``cancelled``, ...).
+    """
+
+    id: str
+    session_id: str
+    seq: int
+    status: TurnStatus
+    input: AgentInput
+    output: str | None = None
+    question: Question | None = None
+    error: str | None = None
+    reason: str | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+
+    @property
+    def done(self) -> bool:
+        """Whether the turn is terminal (completed, failed or cancelled)."""
+        return self.status in TERMINAL
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """What ``send`` accepted: the input's id, and its turn's (None while held)."""
+
+    input_id: str
+    turn_id: str | None
+    status: Literal["queued", "held"]
+    duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One entry of a session's append-only event log (``seq`` from 1, no gaps)."""
+
+    id: int
+    seq: int
+    session_id: str
+    turn_id: str | None
+    type: EventType
+    timestamp: datetime
+    data: Any
+
+    def to_dict(self) -> dict[str, Any]:
+        """The event as plain JSON (what the server sends)."""
+        from turnkit.messages._json import thaw
+
+        return {
+            "id": self.id,
+            "seq": self.seq,
+            "session_id": self.session_id,
+            "turn_id": self.turn_id,
+            "type": self.type,
+            "timestamp": self.timestamp.isoformat(),
+            "data": thaw(self.data),
+        }

@@ -1,0 +1,160 @@
+"""turnkit's tables (SQLAlchemy Core), in the same database as DBOS's own.
+
+The schema carries a version in ``turnkit_meta``. :func:`migrate` creates the
+tables on an empty database and runs each step of :data:`MIGRATIONS` whose
+version is above the stored one, in one transaction; a database written by a
+newer turnkit is refused rather than guessed at. To change the schema in a
+later release: add a function to ``MIGRATIONS`` under the next version and
+bump :data:`SCHEMA_VERSION`.
+
+JSON lives in TEXT columns (portable across SQLite and Postgres, written
+with one ``json.dumps`` policy). Times are UNIX seconds (float, UTC).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import sqlalchemy as sa
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "tables"]
+
+SCHEMA_VERSION = 1
+
+metadata = sa.MetaData()
+
+sessions = sa.Table(
+    "turnkit_sessions",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("agent", sa.String(200), nullable=False),
+    sa.Column("key", sa.String(500)),
+    sa.Column("ended", sa.Boolean, nullable=False, default=False),
+    sa.Column("question", sa.Text),
+    sa.Column("data", sa.Text, nullable=False),
+    sa.Column("parent_id", sa.String(64)),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("ended_at", sa.Float),
+    # Counters, bumped in the transaction that uses them: gapless per session.
+    sa.Column("event_seq", sa.Integer, nullable=False, default=0),
+    sa.Column("input_seq", sa.Integer, nullable=False, default=0),
+    sa.Column("turn_seq", sa.Integer, nullable=False, default=0),
+    sa.Column("message_seq", sa.Integer, nullable=False, default=0),
+    sa.UniqueConstraint("agent", "key", name="uq_turnkit_sessions_agent_key"),
+)
+
+inputs = sa.Table(
+    "turnkit_inputs",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("session_id", sa.String(64), nullable=False),
+    sa.Column("seq", sa.Integer, nullable=False),
+    sa.Column("source", sa.String(20), nullable=False),
+    sa.Column("text", sa.Text),
+    sa.Column("payload", sa.Text),  # JSON, "null" when there is none
+    sa.Column("details", sa.Text, nullable=False),  # JSON: channel, answers, event, ...
+    sa.Column("idempotency_key", sa.String(500)),
+    sa.Column("answers", sa.String(64)),  # the question this input names as answered
+    sa.Column("received_at", sa.Float, nullable=False),
+    sa.Column("held", sa.Boolean, nullable=False, default=False),
+    sa.Column("turn_id", sa.String(64)),
+    sa.UniqueConstraint("session_id", "seq", name="uq_turnkit_inputs_seq"),
+    sa.UniqueConstraint("session_id", "idempotency_key", name="uq_turnkit_inputs_idem"),
+)
+
+turns = sa.Table(
+    "turnkit_turns",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("session_id", sa.String(64), nullable=False),
+    sa.Column("seq", sa.Integer, nullable=False),
+    sa.Column("input_id", sa.String(64), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("input", sa.Text, nullable=False),  # the AgentInput, as JSON
+    sa.Column("output", sa.Text),
+    sa.Column("question", sa.Text),
+    sa.Column("error", sa.Text),
+    sa.Column("reason", sa.String(64)),
+    sa.Column("usage", sa.Text),
+    sa.Column("queued_at", sa.Float, nullable=False),
+    sa.Column("started_at", sa.Float),
+    sa.Column("ended_at", sa.Float),
+    sa.Column("workflow_id", sa.String(100)),  # the DBOS workflow that claimed it
+    sa.Column("cancel_reason", sa.String(64)),
+    sa.UniqueConstraint("session_id", "seq", name="uq_turnkit_turns_seq"),
+    sa.Index("ix_turnkit_turns_pending", "session_id", "status", "seq"),
+    sa.Index("ix_turnkit_turns_workflow", "workflow_id"),
+)
+
+messages = sa.Table(
+    "turnkit_messages",
+    metadata,
+    sa.Column("session_id", sa.String(64), primary_key=True),
+    sa.Column("position", sa.Integer, primary_key=True),
+    sa.Column("turn_id", sa.String(64), nullable=False),
+    sa.Column("turn_index", sa.Integer, nullable=False),
+    sa.Column("message", sa.Text, nullable=False),
+    sa.UniqueConstraint("turn_id", "turn_index", name="uq_turnkit_messages_turn"),
+)
+
+steps = sa.Table(
+    "turnkit_steps",
+    metadata,
+    sa.Column("turn_id", sa.String(64), primary_key=True),
+    sa.Column("key", sa.String(300), primary_key=True),  # "model:3", "tool:<call id>"
+    sa.Column("status", sa.String(16), nullable=False),  # started | done
+    sa.Column("result", sa.Text),
+)
+
+events = sa.Table(
+    "turnkit_events",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("session_id", sa.String(64), nullable=False),
+    sa.Column("seq", sa.Integer, nullable=False),
+    sa.Column("turn_id", sa.String(64)),
+    sa.Column("type", sa.String(32), nullable=False),
+    sa.Column("timestamp", sa.Float, nullable=False),
+    sa.Column("data", sa.Text, nullable=False),
+    sa.UniqueConstraint("session_id", "seq", name="uq_turnkit_events_seq"),
+)
+
+meta = sa.Table(
+    "turnkit_meta",
+    metadata,
+    sa.Column("key", sa.String(64), primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
+)
+
+tables = metadata
+
+Migration = Callable[[sa.Connection], None]
+
+# version -> the step that brings a database from version - 1 to it.
+MIGRATIONS: dict[int, Migration] = {}
+
+
+def migrate(engine: sa.Engine) -> int:
+    """Create or upgrade turnkit's tables; the schema version in force after."""
+    with engine.begin() as conn:
+        metadata.create_all(conn, tables=[meta])
+        row = conn.execute(sa.select(meta.c.value).where(meta.c.key == "schema_version")).first()
+        if row is None:
+            metadata.create_all(conn)
+            conn.execute(meta.insert().values(key="schema_version", value=str(SCHEMA_VERSION)))
+            return SCHEMA_VERSION
+        found = int(row[0])
+        if found > SCHEMA_VERSION:
+            raise RuntimeError(
+                f"the database has turnkit schema version {found}, newer than this turnkit "
+                f"({SCHEMA_VERSION}); upgrade turnkit to use it"
+            )
+        for version in range(found + 1, SCHEMA_VERSION + 1):
+            MIGRATIONS[version](conn)
+        if found != SCHEMA_VERSION:
+            conn.execute(
+                meta.update()
+                .where(meta.c.key == "schema_version")
+                .values(value=str(SCHEMA_VERSION))
+            )
+        return SCHEMA_VERSION

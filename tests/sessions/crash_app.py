@@ -1,0 +1,75 @@
+"""A session app run as a child process by the crash tests, then killed with SIGKILL.
+
+    python crash_app.py DB MODE [idempotent]
+
+MODE "tool": send one input whose turn calls a tool that records that it ran
+and then blocks; print the turn id and wait to be killed.
+MODE "sends": send ten inputs to one session, print their turn ids, and wait
+to be killed (the parent kills it as soon as the ids are printed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+import turnkit
+from turnkit.sessions import App
+from turnkit.testing import ScriptedModel
+
+TOOL_CALL = {
+    "role": "assistant",
+    "content": [{"type": "tool_use", "id": "call_1", "name": "record", "input": {}}],
+}
+
+
+def build(
+    db: str, marker: Path, idempotent: bool, model: ScriptedModel, block: bool, **options: object
+) -> App:
+    app = App(f"sqlite:///{db}", **options)
+
+    @turnkit.tool(idempotent=idempotent)
+    def record() -> str:
+        """Record that the tool ran."""
+        with marker.open("a") as out:
+            out.write("ran\n")
+        print("tool started", flush=True)
+        if block:
+            threading.Event().wait()
+        return "recorded"
+
+    @app.agent("worker", model=model, tools=[record])
+    def worker() -> str:
+        return "Work."
+
+    return app
+
+
+def slow_echo(request: object) -> str:
+    time.sleep(0.02)
+    return f"echo:{request.last_text}"  # type: ignore[attr-defined]
+
+
+async def main(db: str, mode: str, idempotent: bool) -> None:
+    marker = Path(db).with_suffix(".marker")
+    if mode == "tool":
+        app = build(
+            db, marker, idempotent, ScriptedModel([TOOL_CALL]), block=True, executor_id="child"
+        )
+    else:
+        model = ScriptedModel([slow_echo] * 20)
+        app = build(db, marker, idempotent, model, block=False, executor_id="child")
+    async with app:
+        session = await app.create_session("worker", key="crash")
+        count = 1 if mode == "tool" else 10
+        receipts = [await app.send(session.id, text=f"m{i}") for i in range(count)]
+        print(json.dumps([r.turn_id for r in receipts]), flush=True)
+        await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], sys.argv[2], len(sys.argv) > 3))

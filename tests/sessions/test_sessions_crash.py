@@ -1,0 +1,124 @@
+"""Durability across kill -9: a real child process is killed, then the app restarts on its file."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from sessions.crash_app import build
+from turnkit.testing import ScriptedModel
+
+CRASH_APP = Path(__file__).with_name("crash_app.py")
+
+
+class Child:
+    """The crash app in a process of its own; lines of its stdout, read with a timeout."""
+
+    def __init__(self, db: Path, mode: str, *extra: str) -> None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([*sys.path])}
+        self.proc = subprocess.Popen(
+            [sys.executable, str(CRASH_APP), str(db), mode, *extra],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=env,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line.strip())
+
+    def line(self, timeout: float = 30) -> str:
+        try:
+            return self.lines.get(timeout=timeout)
+        except queue.Empty:
+            self.kill()
+            pytest.fail(f"the child printed nothing within {timeout} s")
+
+    def kill(self) -> None:
+        self.proc.kill()  # SIGKILL: no cleanup runs in the child
+        self.proc.wait(timeout=10)
+
+
+def ran_count(db: Path) -> int:
+    marker = db.with_suffix(".marker")
+    return marker.read_text().count("ran") if marker.exists() else 0
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "crash.db"
+
+
+async def test_kill_during_a_tool_call_ends_the_turn_with_an_interrupted_result(db: Path) -> None:
+    child = Child(db, "tool")
+    (turn_id,) = json.loads(child.line())
+    assert child.line() == "tool started"
+    child.kill()
+    assert ran_count(db) == 1
+
+    model = ScriptedModel(["I could not record it."])
+    app = build(str(db), db.with_suffix(".marker"), False, model, block=False, executor_id="child")
+    async with app:
+        turn = await app.wait(turn_id, timeout=30)
+        assert turn.status == "completed" and turn.output == "I could not record it."
+        history = await app.history(turn.session_id)
+        events = await app.events(turn.session_id)
+    assert ran_count(db) == 1  # not run again
+    assert [m.role for m in history] == ["user", "assistant", "user", "assistant"]
+    result = history[2].content[0]
+    assert result.tool_use_id == "call_1" and result.is_error
+    assert "interrupted" in result.content and "not run again" in result.content
+    # The recorded tool call was reused: the new model was called once, after the result.
+    assert len(model.requests) == 1
+    assert [e.type for e in events].count("turn.started") == 1
+    assert len({m.to_dict().__repr__() for m in history}) == len(history)
+
+
+async def test_an_idempotent_tool_runs_again_after_a_kill(db: Path) -> None:
+    child = Child(db, "tool", "idempotent")
+    (turn_id,) = json.loads(child.line())
+    assert child.line() == "tool started"
+    child.kill()
+
+    model = ScriptedModel(["Recorded."])
+    app = build(str(db), db.with_suffix(".marker"), True, model, block=False, executor_id="child")
+    async with app:
+        turn = await app.wait(turn_id, timeout=30)
+        history = await app.history(turn.session_id)
+    assert turn.output == "Recorded."
+    assert ran_count(db) == 2
+    result = history[2].content[0]
+    assert not result.is_error and result.content == "recorded"
+
+
+async def test_kill_right_after_ten_sends_runs_each_turn_once_in_order(db: Path) -> None:
+    child = Child(db, "sends")
+    turn_ids = json.loads(child.line())
+    child.kill()
+    assert len(turn_ids) == 10
+
+    model = ScriptedModel([lambda r: f"echo:{r.last_text}"] * 20)
+    app = build(str(db), db.with_suffix(".marker"), False, model, block=False, executor_id="child")
+    async with app:
+        turns = [await app.wait(turn_id, timeout=30) for turn_id in turn_ids]
+        history = await app.history(turns[0].session_id)
+        events = await app.events(turns[0].session_id)
+    assert [t.status for t in turns] == ["completed"] * 10
+    assert [t.output for t in turns] == [f"echo:m{i}" for i in range(10)]
+    assert [t.seq for t in turns] == list(range(1, 11))
+    started = [e.turn_id for e in events if e.type == "turn.started"]
+    assert started == turn_ids  # each once, in the order sent
+    assert [e.turn_id for e in events if e.type == "turn.completed"] == turn_ids
+    assert [m.text for m in history] == [x for i in range(10) for x in (f"m{i}", f"echo:m{i}")]
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))

@@ -1,0 +1,107 @@
+"""The database: default location, URLs, schema versions, Postgres, other processes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from sessions.crash_app import build
+from sessions.test_sessions_crash import Child
+from turnkit.sessions import App
+from turnkit.sessions.schema import SCHEMA_VERSION
+from turnkit.testing import ScriptedModel
+
+
+def echo_app(url: str | None, **options: object) -> App:
+    app = App(url, **options)
+
+    @app.agent("echo", model=ScriptedModel([lambda r: f"echo:{r.last_text}"] * 50))
+    def echo() -> str:
+        return "Echo."
+
+    return app
+
+
+async def run_two_turns(app: App) -> list[str]:
+    async with app:
+        session = await app.create_session("echo", key="k")
+        receipts = await asyncio.gather(
+            app.send(session.id, text="a"), app.send(session.id, text="b")
+        )
+        for receipt in receipts:
+            assert (await app.wait(receipt.turn_id, timeout=30)).status == "completed"
+        events = await app.events(session.id)
+        assert [e.seq for e in events] == list(range(1, len(events) + 1))
+        return [m.text for m in await app.history(session.id)]
+
+
+async def test_default_database_is_sqlite_under_dot_turnkit(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TURNKIT_DATABASE_URL", raising=False)
+    texts = await run_two_turns(echo_app(None))
+    assert (tmp_path / ".turnkit" / "turnkit.db").is_file()
+    assert sorted(texts) == ["a", "b", "echo:a", "echo:b"]
+
+
+async def test_database_url_comes_from_the_environment(tmp_path: Path, monkeypatch) -> None:
+    target = tmp_path / "nested" / "env.db"
+    monkeypatch.setenv("TURNKIT_DATABASE_URL", f"sqlite:///{target}")
+    await run_two_turns(echo_app(None))
+    assert target.is_file()
+
+
+def test_unusable_database_urls_are_refused(tmp_path: Path) -> None:
+    for url, message in [
+        ("mysql://x/y", "scheme 'mysql'"),
+        ("sqlite:///:memory:", "in-memory"),
+    ]:
+        app = echo_app(url)
+        with pytest.raises(ValueError, match=message):
+            app.__enter__()
+
+
+async def test_postgres_runs_the_same_sessions(postgres_url: str) -> None:
+    texts = await run_two_turns(echo_app(postgres_url))
+    assert texts[1::2] == [f"echo:{t}" for t in texts[0::2]]
+    again = echo_app(postgres_url)
+    async with again:
+        session = await again.create_session("echo", key="k")
+        assert len(await again.history(session.id)) == 4  # durable across restarts
+
+
+async def test_a_database_from_a_newer_turnkit_is_refused(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'v.db'}"
+    await run_two_turns(echo_app(url))
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            f"UPDATE turnkit_meta SET value = '{SCHEMA_VERSION + 1}' WHERE key = 'schema_version'"
+        )
+    engine.dispose()
+    with pytest.raises(RuntimeError, match="newer than this turnkit"):
+        async with echo_app(url):
+            pass
+
+
+async def test_follow_sees_events_written_by_another_process(tmp_path: Path) -> None:
+    db = tmp_path / "shared.db"
+    marker = db.with_suffix(".marker")
+    app = build(str(db), marker, False, ScriptedModel([]), block=False, workers=False)
+    async with app:
+        child = Child(db, "sends")
+        turn_ids = json.loads(child.line())
+        try:
+            session_id = (await app.wait(turn_ids[0], timeout=30)).session_id
+            done: list[str] = []
+            async for event in app.follow(session_id):
+                if event.type == "turn.completed":
+                    done.append(event.turn_id)
+                if len(done) == len(turn_ids):
+                    break
+            assert done == turn_ids
+        finally:
+            child.kill()
