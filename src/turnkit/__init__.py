@@ -56,7 +56,7 @@ _SESSION_NAMES = frozenset(
         "use_current_input",
         "use_tool",
         "use_session_data",
-        }
+    }
 )
 
 
