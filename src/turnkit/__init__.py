@@ -4,6 +4,7 @@ from turnkit.agent import Agent, AgentConfig, RunContext, RunResult, StreamEvent
 from turnkit.errors import (
     ImagePolicyError,
     InvalidMessageError,
+    OutputValidationError,
     ProviderError,
     SessionEndedError,
     SessionNotFoundError,
@@ -88,6 +89,7 @@ __all__ = [
     "OnlineEvaluation",
     "Orchestrator",
     "Origin",
+    "OutputValidationError",
     "ProgressEvent",
     "ProviderError",
     "RunContext",

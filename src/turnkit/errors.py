@@ -13,6 +13,7 @@ __all__ = [
     "InvalidInputError",
     "InvalidMessageError",
     "ModelNotFoundError",
+    "OutputValidationError",
     "PlanError",
     "ProviderError",
     "SessionEndedError",
@@ -110,6 +111,11 @@ class ImagePolicyError(TurnkitError, ValueError):
 
 class ToolInputError(TurnkitError, ValueError):
     """A tool's input did not match its schema; the message is shown to the model."""
+
+
+class OutputValidationError(TurnkitError, ValueError):
+    """A model's answer did not match ``AgentConfig.output_type``, even after
+    being told what was wrong ``output_retries`` times; ``str(err)`` says why."""
 
 
 class ModelNotFoundError(TurnkitError, ValueError):

@@ -27,6 +27,7 @@ import hmac
 import re
 from typing import Any, Final
 
+from ._schemas import anthropic_format_problem
 from ._server import Refusal
 from ._tokens import decode_b64, mac, sign, signature_ok
 
@@ -94,6 +95,8 @@ def validate_request(body: Any) -> None:
         raise invalid(
             f"A maximum of 4 blocks with cache_control may be provided. Found {cache_marks}."
         )
+    if (problem := anthropic_format_problem(body.get("output_config"))) is not None:
+        raise invalid(problem)
     _check_tool_pairing(messages)
     thinking = body.get("thinking") or {}
     _check_thinking(messages, enabled=thinking.get("type") in ("enabled", "adaptive"))

@@ -36,6 +36,7 @@ from collections.abc import Iterable
 from typing import Any, ClassVar, Final
 
 from ._replies import AUTO, Reply, Text, Thinking, ToolCall, chunks
+from ._schemas import gemini_format_problem
 from ._server import FakeServer, HttpReply, RecordedRequest, Refusal, json_reply, sse_reply
 from ._tokens import decode_b64, random_alnum, sign_bytes, signature_ok
 
@@ -149,6 +150,8 @@ def validate_contents(body: dict[str, Any], model: str) -> None:
     for i in range(len(contents)):
         _check_turn_order(i, contents)
     _check_declarations(body.get("tools") or [])
+    if (problem := gemini_format_problem(body, model)) is not None:
+        raise invalid(problem)
     if "gemini-3" in model:
         _check_signatures(contents, model)
 

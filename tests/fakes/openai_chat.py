@@ -32,6 +32,7 @@ from typing import Any, ClassVar, Final
 
 from ._openai_common import check_bearer, check_image_url, invalid, stock_error, too_long
 from ._replies import Reply, Scripted, Text, Thinking, ToolCall, chunks
+from ._schemas import openai_format_problem
 from ._server import (
     FakeServer,
     HttpReply,
@@ -101,6 +102,12 @@ class FakeOpenAIChat(FakeServer):
             )
         if not isinstance(messages, list) or not messages:
             raise invalid("[] is too short - 'messages'", "messages")
+        if "response_format" in body and (
+            problem := openai_format_problem(
+                _flat_format(body["response_format"]), "response_format.json_schema"
+            )
+        ):
+            raise invalid(*problem)
         pending: list[str] = []
         calls: list[str] | None = None
         previous = None
@@ -299,3 +306,10 @@ def _chunks(completion: dict[str, Any], reply: Reply, include_usage: bool) -> li
         events.append(sse_event({**head, "choices": [], "usage": completion["usage"]}))
     events.append(sse_event("[DONE]"))
     return events
+
+
+def _flat_format(value: Any) -> Any:
+    """``{"type", "json_schema": {...}}`` as one dict, as Responses has it."""
+    if isinstance(value, dict) and isinstance(value.get("json_schema"), dict):
+        return {"type": value.get("type"), **value["json_schema"]}
+    return value

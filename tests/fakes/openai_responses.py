@@ -24,9 +24,10 @@ import time
 from collections.abc import Callable
 from typing import Any, ClassVar, Final
 
-from ._openai_common import check_bearer, stock_error
+from ._openai_common import check_bearer, invalid, stock_error
 from ._replies import Reply, Scripted, Text, Thinking, ToolCall, chunks
 from ._responses_rules import Registry, encrypted_content, input_items, validate_input
+from ._schemas import openai_format_problem
 from ._server import (
     FakeServer,
     HttpReply,
@@ -63,6 +64,10 @@ class FakeOpenAIResponses(FakeServer):
             )
         body = request.body if isinstance(request.body, dict) else {}
         prior = validate_input(body, self.registry)
+        text = body.get("text")
+        fmt = text.get("format") if isinstance(text, dict) else None
+        if fmt is not None and (problem := openai_format_problem(fmt, "text.format")):
+            raise invalid(*problem)
         reply = self.next_reply(request)
         response = self._response(body, reply)
         with self._lock:

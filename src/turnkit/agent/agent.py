@@ -11,6 +11,7 @@ from turnkit.agent._inputs import history_input, message_input, prompt_blocks, r
 from turnkit.agent.config import AgentConfig, resolve_agent_model
 from turnkit.agent.context import RunContext, apply_after_run, apply_before_run, latest_prompt
 from turnkit.agent.loop import RunState, Turns
+from turnkit.agent.output import OUTPUT_TOOL, OutputType
 from turnkit.agent.results import RunResult, StreamEvent
 from turnkit.messages import Block, Message, validate_messages
 from turnkit.providers.base import Model, settings_from
@@ -58,9 +59,10 @@ class Agent:
         self._config = config
         self._backend = None if config.backend is None else _bind_backend(config)
         self._history = history_input(config.history)
+        tools = _tool_map(config.tools)
         self._turns = Turns(
             system=config.system,
-            tools=_tool_map(config.tools),
+            tools=tools,
             settings=settings_from(
                 {
                     "max_output_tokens": config.max_output_tokens,
@@ -73,6 +75,8 @@ class Agent:
             max_turns=config.max_turns,
             transform_context=config.transform_context,
             convert_to_llm=config.convert_to_llm,
+            output=_output_type(config, tools),
+            output_retries=config.output_retries,
         )
         self._model: Model | None = None
         import threading  # here, not at the top: it keeps `import turnkit` lighter
@@ -299,6 +303,26 @@ def _bind_backend(config: AgentConfig) -> Any:
             f"AcpBackend), got {type(config.backend).__name__}"
         )
     return bind(config)
+
+
+def _output_type(config: AgentConfig, tools: dict[str, Tool]) -> OutputType | None:
+    """The checked ``output_type``, or None; bad settings raise here, at build time."""
+    if type(config.output_retries) is not int or config.output_retries < 0:
+        problem = f"must be an int >= 0, got {config.output_retries!r}"
+        raise ValueError(f"AgentConfig.output_retries {problem}")
+    if config.output_type is None:
+        return None
+    if config.backend is not None:
+        raise ValueError(
+            "AgentConfig.output_type cannot be used with a backend: external agents "
+            "return text only"
+        )
+    if OUTPUT_TOOL in tools:
+        raise ValueError(
+            f"AgentConfig.tools: a tool is named {OUTPUT_TOOL!r}, the name structured "
+            "output uses; rename it"
+        )
+    return OutputType(config.output_type)
 
 
 def _tool_map(tools: Sequence[Tool | Callable[..., Any]]) -> dict[str, Tool]:

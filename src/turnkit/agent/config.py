@@ -52,6 +52,13 @@ class AgentConfig:
       ``"text"`` (sent as plain ``<thinking>`` text).
     - ``image_policy``: an :class:`~turnkit.providers.ImagePolicy` for the
       images of every request (default: ``ImagePolicy()``).
+    - ``output_type``: a Pydantic model class, a dataclass, a TypedDict or a
+      JSON schema dict (an object): the final answer must match it, and
+      ``RunResult.output_data`` holds the validated value. Providers with a
+      native mechanism constrain the answer; other models get a
+      ``final_result`` tool. An answer that does not validate is sent back
+      with the error, at most ``output_retries`` times, then the run fails
+      with :class:`~turnkit.OutputValidationError`.
     - ``backend``: an external agent (:class:`~turnkit.backends.ProcessBackend`,
       :class:`~turnkit.backends.AcpBackend`) that runs the turns instead of
       ``model``; text only (SPEC section 6).
@@ -73,6 +80,8 @@ class AgentConfig:
     backend: Any = None
     thinking_replay: Literal["drop", "text"] = "drop"
     image_policy: ImagePolicy | None = None
+    output_type: Any = None
+    output_retries: int = 1
 
 
 def resolve_agent_model(model: str | Model | None, default: str | Model | None = None) -> Model:

@@ -12,9 +12,18 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from typing import Any
 
 from turnkit._sync import maybe_await
+from turnkit.agent.output import (
+    OUTPUT_TOOL,
+    OutputProgress,
+    OutputType,
+    check_answer,
+    request_with_output,
+    take_output_call,
+)
 from turnkit.agent.results import RunResult, StreamEvent
 from turnkit.messages import (
     Message,
+    TextBlock,
     ToolResultBlock,
     ToolUseBlock,
     default_convert_to_llm,
@@ -48,6 +57,7 @@ class RunState:
         "exception",
         "input",
         "invocation_id",
+        "output",
         "results",
         "stop_reason",
         "usage",
@@ -63,6 +73,7 @@ class RunState:
         self.exception: Exception | None = None
         self.calls: tuple[ToolUseBlock, ...] = ()  # the tool calls now running
         self.results: dict[str, ToolResultBlock] = {}
+        self.output: OutputProgress | None = None  # set when the agent has an output_type
 
     def fail(
         self, error: str, stop_reason: str = "error", exception: Exception | None = None
@@ -76,7 +87,13 @@ class RunState:
             return RunResult(
                 False, "", messages, self.usage, self.stop_reason, self.error, self.exception
             )
-        return RunResult(True, messages[-1].text, messages, self.usage, self.stop_reason)
+        output = self.output
+        if output is None:
+            return RunResult(True, messages[-1].text, messages, self.usage, self.stop_reason)
+        text = output.text if output.text is not None else messages[-1].text
+        return RunResult(
+            True, text, messages, self.usage, self.stop_reason, output_data=output.value
+        )
 
     def settled(self) -> list[Message]:
         """What the run added, with calls still running answered as interrupted."""
@@ -101,6 +118,8 @@ class Turns:
         transform_context: Callable[..., Any] | None,
         convert_to_llm: Callable[..., Any] | None,
         run_tool: ToolRunner = execute_tool_call,
+        output: OutputType | None = None,
+        output_retries: int = 1,
     ) -> None:
         self.system = system
         self.tools = tools
@@ -110,6 +129,8 @@ class Turns:
         self.transform_context = transform_context
         self.convert_to_llm = convert_to_llm
         self.run_tool = run_tool  # sessions swap in a durable one
+        self.output = output
+        self.output_retries = output_retries
 
     async def request_for(self, messages: Sequence[Message]) -> ModelRequest:
         """The request for ``messages``: transform, convert, normalize."""
@@ -127,36 +148,35 @@ class Turns:
         self, model: Model, state: RunState, streaming: bool
     ) -> AsyncIterator[StreamEvent]:
         """Loop until a final answer, a failure or ``max_turns``; events when streaming."""
+        if self.output is not None:
+            state.output = OutputProgress()
         for _ in range(self.max_turns):
             request = await self.request_for((*state.input, *state.added))
-            try:
-                if streaming:
-                    response = None
-                    async for event in model.stream(request):
-                        if event.type == "done":
-                            response = event.response
-                        else:
-                            yield _stream_event(event)
-                    if response is None:
-                        raise RuntimeError("the model's stream ended without a final response")
-                else:
-                    response = await model.request(request)
-            except Exception as err:
-                state.fail(f"{type(err).__name__}: {err}", exception=err)
-                return
-            message = self._accept(state, response)
+            if self.output is not None:
+                request = request_with_output(self.output, model, request, state.output)
+            replies: list[ModelResponse] = []
+            async for event in _model_events(model, request, state, streaming, replies):
+                yield event
+            message = self._accept(state, replies[0]) if replies else None
             if message is None:
                 return
             if streaming:
                 yield StreamEvent("message", message=message)
             calls = tuple(b for b in message.content if type(b) is ToolUseBlock)
-            if not calls:
+            if calls:
+                answer = await self._run_tools(state, calls)
+                if streaming:
+                    for block in answer.content:
+                        yield StreamEvent("tool_result", block=block)
+                    yield StreamEvent("message", message=answer)
+                if state.output is not None and self._output_settled(state):
+                    return
+                continue
+            feedback = self._check_answer(state, message)
+            if feedback is None:
                 return
-            answer = await self._run_tools(state, calls)
             if streaming:
-                for block in answer.content:
-                    yield StreamEvent("tool_result", block=block)
-                yield StreamEvent("message", message=answer)
+                yield StreamEvent("message", message=feedback)
         turns = self.max_turns
         state.fail(
             f"The run stopped after {turns} model turn{'s' * (turns != 1)} (max_turns) "
@@ -197,7 +217,38 @@ class Turns:
         return answer
 
     async def _run_tool(self, state: RunState, call: ToolUseBlock) -> None:
+        progress = state.output
+        if progress is not None and progress.via_tool and call.name == OUTPUT_TOOL:
+            assert self.output is not None
+            state.results[call.id] = take_output_call(self.output, call, progress)
+            return
         state.results[call.id] = await self.run_tool(call, self.tools)
+
+    def _check_answer(self, state: RunState, message: Message) -> Message | None:
+        """A final text answer: accepted (None), or the feedback for another try."""
+        if self.output is None or state.output is None:
+            return None
+        feedback = check_answer(self.output, message.text, state.output)
+        if feedback is None or self._output_settled(state):
+            return None
+        answer = Message("user", (TextBlock(feedback),), invocation_id=state.invocation_id)
+        state.added.append(answer)
+        return answer
+
+    def _output_settled(self, state: RunState) -> bool:
+        """Whether the run ends here: the answer was accepted, or retries are spent."""
+        progress = state.output
+        assert progress is not None
+        if progress.accepted:
+            return True
+        error, progress.error = progress.error, None
+        if error is None:
+            return False  # ordinary tool calls: the loop goes on
+        progress.failures += 1
+        if progress.failures > self.output_retries:
+            state.fail(f"{type(error).__name__}: {error}", exception=error)
+            return True
+        return False
 
 
 def _reused_call_ids(message: Message, earlier: Sequence[Message]) -> str | None:
@@ -210,6 +261,30 @@ def _reused_call_ids(message: Message, earlier: Sequence[Message]) -> str | None
                 if type(block) is ToolUseBlock and block.id in ids:
                     return block.id
     return None
+
+
+async def _model_events(
+    model: Model,
+    request: ModelRequest,
+    state: RunState,
+    streaming: bool,
+    replies: list[ModelResponse],
+) -> AsyncIterator[StreamEvent]:
+    """Call the model; its reply goes in ``replies``, a failure into ``state``."""
+    try:
+        if streaming:
+            async for event in model.stream(request):
+                if event.type == "done":
+                    replies.append(event.response)
+                else:
+                    yield _stream_event(event)
+            if not replies or replies[0] is None:
+                raise RuntimeError("the model's stream ended without a final response")
+        else:
+            replies.append(await model.request(request))
+    except Exception as err:
+        replies.clear()
+        state.fail(f"{type(err).__name__}: {err}", exception=err)
 
 
 def _stream_event(event: Any) -> StreamEvent:

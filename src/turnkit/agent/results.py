@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from turnkit.messages import Block, Message
 from turnkit.providers.base import Usage
@@ -29,6 +29,9 @@ class RunResult:
     - ``error``: what went wrong, when ``success`` is False.
     - ``exception``: the exception behind ``error`` when there was one (a
       :class:`~turnkit.errors.ProviderError` says whether a retry can help).
+    - ``output_data``: with ``AgentConfig.output_type``, the validated answer
+      (a model or dataclass instance, a TypedDict's dict, or the JSON data for
+      a schema dict); ``output`` keeps its JSON text. None otherwise.
     """
 
     success: bool
@@ -38,6 +41,7 @@ class RunResult:
     stop_reason: str = "end_turn"
     error: str | None = None
     exception: Exception | None = field(default=None, repr=False, compare=False)
+    output_data: Any = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,6 +74,11 @@ class MeteredModel(Model):
         self._inner = inner
         return inner
 
+    def takes_output_schema(self, with_tools: bool) -> bool:
+        """As the model it meters."""
+        inner = self._inner if self._inner is not None else self.resolve()
+        return inner.takes_output_schema(with_tools)
+
     async def request(self, request: ModelRequest) -> ModelResponse:
         inner = self._inner if self._inner is not None else self.resolve()
         await self.check_budget(inner.id)

@@ -222,6 +222,8 @@ def _grammar(schema_json: str) -> LlamaGrammar:
         return LlamaGrammar.from_json_schema(schema_json, verbose=False)
     except Exception:  # a schema feature the converter lacks: keep tool names, loosen arguments
         schema = json.loads(schema_json)
+        if "anyOf" not in schema:
+            raise  # an answer's schema: nothing can be loosened without breaking its shape
         for branch in schema["anyOf"]:
             if "tool" in branch["properties"]:
                 branch["properties"]["arguments"] = {"type": "object"}

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import openai
 
 from turnkit.errors import ProviderError
+from turnkit.messages import thaw
+from turnkit.providers.base import OutputSchema
 
-__all__ = ["openai_client"]
+__all__ = ["json_schema_format", "openai_client"]
 
 
 def openai_client(
@@ -29,3 +32,12 @@ def openai_client(
         return openai.AsyncOpenAI(api_key=key, base_url=base_url, max_retries=max_retries)
     except openai.OpenAIError as err:  # no key anywhere
         raise ProviderError(str(err), provider=provider) from None
+
+
+def json_schema_format(output: OutputSchema) -> dict[str, Any]:
+    """The ``json_schema`` format both OpenAI APIs take (strict when the schema allows)."""
+    schema = thaw(output.schema)
+    out: dict[str, Any] = {"name": output.name, "schema": schema, "strict": output.strict}
+    if output.description:
+        out["description"] = output.description
+    return out

@@ -24,6 +24,7 @@ from turnkit.messages import (
     ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
+    thaw,
 )
 from turnkit.providers.base import Model, ModelEvent, ModelRequest, ModelResponse, StopReason
 from turnkit.providers.edges import (
@@ -129,7 +130,15 @@ class AnthropicModel(Model):
                 {"name": t.name, "description": t.description, "input_schema": t.input_schema}
                 for t in request.tools
             ]
+        if request.output is not None:
+            schema = {"type": "json_schema", "schema": thaw(request.output.schema)}
+            params["output_config"] = {"format": schema}
         return params
+
+    def takes_output_schema(self, with_tools: bool) -> bool:
+        """Structured outputs (``output_config.format``): Claude 4.5 and later;
+        the Claude 3 family has none, so the agent falls back to a tool there."""
+        return not self.name.startswith("claude-3")
 
     # -- reply ---------------------------------------------------------------
 

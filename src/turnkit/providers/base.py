@@ -27,6 +27,7 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "ModelSettings",
+    "OutputSchema",
     "StopReason",
     "ThinkingReplay",
     "ToolSpec",
@@ -98,6 +99,30 @@ class ModelSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class OutputSchema:
+    """The shape a final answer must have: a JSON schema (an object) and its name.
+
+    ``schema`` is closed (``additionalProperties: false`` on every object
+    that did not say otherwise), as Anthropic and OpenAI's strict mode
+    require. ``strict`` says whether it also meets OpenAI's strict rules
+    (every property required), so providers that have a strict mode use it.
+    """
+
+    name: str
+    schema: FrozenDict
+    strict: bool = False
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.schema, FrozenDict):
+            try:
+                schema = FrozenDict(self.schema)
+            except InvalidMessageError as err:
+                raise err.within("schema") from None
+            object.__setattr__(self, "schema", schema)
+
+
+@dataclass(frozen=True, slots=True)
 class ModelRequest:
     """One call to a model: system text, messages, tools and settings.
 
@@ -110,6 +135,9 @@ class ModelRequest:
     system: str | None = None
     tools: tuple[ToolSpec, ...] = ()
     settings: ModelSettings = field(default_factory=ModelSettings)
+    output: OutputSchema | None = None
+    """When set, the final answer must be JSON matching it: only models whose
+    :meth:`Model.takes_output_schema` is true get requests with it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +216,15 @@ class Model(ABC):
 
     provider: str = "unknown"
     name: str = "unknown"
+
+    def takes_output_schema(self, with_tools: bool) -> bool:
+        """Whether this model constrains its final answer to ``ModelRequest.output``
+        natively (with tools offered in the same request when ``with_tools``).
+
+        When it does not, the agent offers the schema as a tool instead. The
+        default is False: a model must say what its API can do.
+        """
+        return False
 
     @abstractmethod
     async def request(self, request: ModelRequest) -> ModelResponse:

@@ -33,6 +33,7 @@ from turnkit.messages import (
     ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
+    thaw,
 )
 from turnkit.messages.formats.gemini import SKIP_SIGNATURE
 from turnkit.providers.base import Model, ModelEvent, ModelRequest, ModelResponse, StopReason, Usage
@@ -152,7 +153,15 @@ class GeminiModel(Model):
                 for t in request.tools
             ]
             config["tools"] = [{"function_declarations": declarations}]
+        if request.output is not None:
+            config["response_mime_type"] = "application/json"
+            config["response_json_schema"] = thaw(request.output.schema)
         return {"model": self.name, "contents": contents, "config": config}
+
+    def takes_output_schema(self, with_tools: bool) -> bool:
+        """``response_json_schema``; with function calling only from Gemini 3 on
+        (earlier models refuse a JSON response type next to tools)."""
+        return not with_tools or "gemini-3" in self.name
 
     # -- reply ---------------------------------------------------------------
 

@@ -37,7 +37,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 from turnkit.errors import ModelNotFoundError
-from turnkit.messages import Message, Origin, TextBlock, ToolUseBlock
+from turnkit.messages import Message, Origin, TextBlock, ToolUseBlock, thaw
 from turnkit.providers._local_format import (
     ANSWER_ONLY_SCHEMA,
     AnswerText,
@@ -60,10 +60,19 @@ from turnkit.providers._local_runtime import (
     generate,
     load_model,
 )
-from turnkit.providers.base import Model, ModelEvent, ModelRequest, ModelResponse, Usage
+from turnkit.providers.base import Model, ModelEvent, ModelRequest, ModelResponse, ToolSpec, Usage
 from turnkit.providers.rules import prepare
 
 __all__ = ["DEFAULT_MODEL", "LoadedModel", "LocalModel", "default_model_path", "load_model"]
+
+
+def _turn_schema(tools: tuple[ToolSpec, ...], request: ModelRequest) -> str | None:
+    """The grammar's JSON schema: the tool turn's, else the answer's, else none."""
+    if tools:
+        return json.dumps(tool_turn_schema(tools))
+    if request.output is not None:
+        return json.dumps(thaw(request.output.schema))
+    return None
 
 
 # -- the Model ---------------------------------------------------------------------------
@@ -199,12 +208,17 @@ class LocalModel(Model):
         return LocalPrompt(
             messages=tuple(chat_messages(system, messages, tools)),
             tools=tools,
-            schema=json.dumps(tool_turn_schema(tools)) if tools else None,
+            schema=_turn_schema(tools, request),
             max_tokens=settings.max_output_tokens or self.default_max_tokens,
             temperature=settings.temperature if settings.temperature is not None else 0.0,
             seed=self.seed,
             answered=answered_calls(messages) if tools else frozenset(),
         )
+
+    def takes_output_schema(self, with_tools: bool) -> bool:
+        """A JSON-schema grammar makes the answer match; a tool turn already has
+        its own grammar, so with tools the agent offers the schema as a tool."""
+        return not with_tools
 
     def parse(self, prompt: LocalPrompt, generation: Generation) -> ModelResponse:
         """The canonical response: an answer, or a tool call on a tool turn."""

@@ -55,7 +55,7 @@ from turnkit.messages import (
     thaw,
 )
 from turnkit.messages.formats.openai_chat import REASONING_FIELDS
-from turnkit.providers._openai_common import openai_client
+from turnkit.providers._openai_common import json_schema_format, openai_client
 from turnkit.providers.base import Model, ModelEvent, ModelRequest, ModelResponse, StopReason, Usage
 from turnkit.providers.edges import (
     data_url,
@@ -173,7 +173,14 @@ class OpenAIChatModel(Model):
             params["temperature"] = settings.temperature
         if settings.thinking_effort is not None:
             params["reasoning_effort"] = settings.thinking_effort
+        if request.output is not None:
+            schema = json_schema_format(request.output)
+            params["response_format"] = {"type": "json_schema", "json_schema": schema}
         return params
+
+    def takes_output_schema(self, with_tools: bool) -> bool:
+        """``response_format`` json_schema, with or without tools."""
+        return True
 
     # -- reply ---------------------------------------------------------------
 

@@ -65,7 +65,7 @@ from turnkit.messages import (
     ToolUseBlock,
 )
 from turnkit.messages.formats.openai_responses import reasoning_signature, reasoning_state
-from turnkit.providers._openai_common import openai_client
+from turnkit.providers._openai_common import json_schema_format, openai_client
 from turnkit.providers.base import (
     Model,
     ModelEvent,
@@ -191,7 +191,14 @@ class OpenAIResponsesModel(Model):
                 }
                 for t in request.tools
             ]
+        if request.output is not None:
+            text_format = {"type": "json_schema", **json_schema_format(request.output)}
+            params["text"] = {"format": text_format}
         return params
+
+    def takes_output_schema(self, with_tools: bool) -> bool:
+        """``text.format`` json_schema, with or without tools."""
+        return True
 
     # -- reply ---------------------------------------------------------------
 

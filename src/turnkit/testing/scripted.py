@@ -15,6 +15,7 @@ from turnkit.providers.base import (
     ModelRequest,
     ModelResponse,
     ModelSettings,
+    OutputSchema,
     ToolSpec,
     Usage,
     events_of,
@@ -38,6 +39,7 @@ class ScriptedRequest:
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...]
     settings: ModelSettings
+    output: OutputSchema | None = None  # the answer's schema, when asked for natively
 
     @property
     def tool_names(self) -> tuple[str, ...]:
@@ -63,8 +65,15 @@ class ScriptedModel(Model):
 
     provider = "scripted"
 
-    def __init__(self, replies: Iterable[Reply] = (), *, name: str = "scripted") -> None:
+    def __init__(
+        self,
+        replies: Iterable[Reply] = (),
+        *,
+        name: str = "scripted",
+        structured_output: bool = False,
+    ) -> None:
         self.name = name
+        self.structured_output = structured_output
         self.replies: list[Reply] = list(replies)
         self.requests: list[ScriptedRequest] = []
 
@@ -73,7 +82,7 @@ class ScriptedModel(Model):
         messages = replay_thinking(
             messages, self.provider, self.name, request.settings.thinking_replay
         )
-        seen = ScriptedRequest(system, messages, request.tools, request.settings)
+        seen = ScriptedRequest(system, messages, request.tools, request.settings, request.output)
         self.requests.append(seen)
         index = len(self.requests) - 1
         if index >= len(self.replies):
@@ -88,6 +97,11 @@ class ScriptedModel(Model):
         calls = any(type(b) is ToolUseBlock for b in message.content)
         usage = Usage(_tokens(seen), _tokens_of(message))
         return ModelResponse(message, usage, "tool_use" if calls else "end_turn")
+
+    def takes_output_schema(self, with_tools: bool) -> bool:
+        """``structured_output=True`` plays a model with native structured output
+        (requests then carry ``output``); otherwise the agent offers a tool."""
+        return self.structured_output
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         response = await self.request(request)
