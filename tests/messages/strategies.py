@@ -67,7 +67,7 @@ names = st.text(st.characters(min_codepoint=97, max_codepoint=122), min_size=1, 
 json_scalars = (
     st.none()
     | st.booleans()
-    | st.integers()
+    | st.integers(min_value=-(2**63), max_value=2**64 - 1)
     | st.floats(allow_nan=False, allow_infinity=False)
     | short_text
 )

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import pickle
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -110,12 +112,42 @@ def test_in_place_or_on_a_frozen_dict_is_refused() -> None:
     assert tool_input == {"q": {"terms": ("x",)}}
 
 
-def test_frozen_dict_is_a_real_dict_for_json_and_sdks() -> None:
+def test_frozen_dict_is_a_read_only_mapping_that_thaws_for_json() -> None:
     tool_input = sample().content[0].input
-    assert isinstance(tool_input, dict)
-    assert json.loads(json.dumps(tool_input)) == {"q": {"terms": ["x"]}}
+    assert isinstance(tool_input, Mapping) and not isinstance(tool_input, dict)
+    assert json.loads(json.dumps(thaw(tool_input))) == {"q": {"terms": ["x"]}}
     assert tool_input == {"q": {"terms": ("x",)}}
     assert repr(FrozenDict(a=1)) == "FrozenDict({'a': 1})"
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        pytest.param(lambda d: dict.__setitem__(d, "k", 1), id="dict.__setitem__"),
+        pytest.param(lambda d: dict.update(d, k=1), id="dict.update"),
+        pytest.param(lambda d: dict.__init__(d, k=1), id="dict.__init__"),
+        pytest.param(lambda d: dict.clear(d), id="dict.clear"),
+        pytest.param(lambda d: d.__init__(k=1), id="__init__"),
+        pytest.param(lambda d: object.__setattr__(d, "k", 1), id="new-attribute"),
+        pytest.param(lambda d: setattr(d, "_data", {}), id="setattr"),
+        pytest.param(lambda d: d._data.__setitem__("k", 1), id="private-data"),
+        pytest.param(lambda d: d.keys().mapping.__setitem__("k", 1), id="keys-view-mapping"),
+    ],
+)
+def test_frozen_dict_cannot_be_changed_through_dict_methods(mutate: Any) -> None:
+    tool_input = sample().content[0].input
+    with contextlib.suppress(TypeError, AttributeError):
+        mutate(tool_input)
+    assert tool_input == {"q": {"terms": ("x",)}}
+    assert dict(tool_input) == {"q": {"terms": ("x",)}}
+    assert list(tool_input) == ["q"]
+
+
+def test_frozen_dict_cannot_be_subclassed() -> None:
+    with pytest.raises(TypeError, match="subclassed"):
+
+        class Loose(FrozenDict):  # type: ignore[misc]
+            pass
 
 
 def test_frozen_dict_builds_from_anything_dict_takes_and_freezes_it() -> None:

@@ -104,7 +104,7 @@ def test_assistant_builder_takes_fields_and_checks_blocks() -> None:
 
 def test_system_builder_holds_one_text_block() -> None:
     assert Message.system("be brief") == Message("system", (TextBlock("be brief"),))
-    assert_invalid(lambda: Message.system(5), "text", "expected a string")  # type: ignore[arg-type]
+    assert_invalid(lambda: Message.system(5), "content[0].text", "expected a string")  # type: ignore[arg-type]
 
 
 def test_empty_builders_give_empty_content() -> None:

@@ -67,7 +67,9 @@ texts = st.one_of(
 odd_ids = st.text(st.sampled_from("abcXYZ019_-|.:/ é"), min_size=1, max_size=90).filter(
     lambda s: s.strip()
 )
-inputs = st.dictionaries(st.sampled_from("abc"), st.integers() | st.text(max_size=5), max_size=3)
+inputs = st.dictionaries(
+    st.sampled_from("abc"), st.integers(-(2**63), 2**64 - 1) | st.text(max_size=5), max_size=3
+)
 
 
 def image() -> ImageBlock:

@@ -5,7 +5,7 @@ down, compared by value, and converted for models by the pipeline functions.
 """
 
 from turnkit.errors import InvalidMessageError
-from turnkit.messages._json import FrozenDict, thaw
+from turnkit.messages._json import FrozenDict, JsonLimits, get_json_limits, set_json_limits, thaw
 from turnkit.messages.blocks import (
     Base64Source,
     Block,
@@ -42,6 +42,7 @@ __all__ = [
     "FrozenDict",
     "ImageBlock",
     "InvalidMessageError",
+    "JsonLimits",
     "Message",
     "Origin",
     "Source",
@@ -56,8 +57,10 @@ __all__ = [
     "from_gemini",
     "from_openai_chat",
     "from_openai_responses",
+    "get_json_limits",
     "message_text_body",
     "normalize_tool_call_history",
+    "set_json_limits",
     "thaw",
     "to_anthropic",
     "to_gemini",

@@ -15,12 +15,15 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from turnkit.errors import InvalidMessageError
-from turnkit.messages._json import _CheckedFrozenDict, _freeze_object, _NotPlain, freeze_json
+from turnkit.messages._json import FrozenDict, freeze_object
 
 IMAGE_MEDIA_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 
 _MEDIA_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*")
 _BASE64_ALPHABET = (string.ascii_letters + string.digits + "+/").encode()
+_URL_BAD_CHAR = re.compile(r"[\s\x00-\x1f\x7f-\x9f\\]")
+_LABEL = re.compile(r"(?!-)[A-Za-z0-9_-]{1,63}(?<!-)")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 def kind_of(value: object) -> str:
@@ -35,17 +38,42 @@ def kind_of(value: object) -> str:
         return "a number"
     if isinstance(value, (list, tuple)):
         return "a list"
-    if isinstance(value, dict):
+    if isinstance(value, (dict, FrozenDict)):
         return "an object"
-    return type(value).__name__
+    return str(type(value).__name__)
 
 
 def need_str(value: object, field: str, *, non_empty: bool = False) -> str:
-    if not isinstance(value, str):
-        raise InvalidMessageError(field, f"expected a string, got {kind_of(value)}")
+    """``value`` as an exact ``str`` of Unicode scalar values.
+
+    A str subclass is copied into a plain str (read with str's own methods),
+    so nothing set on it later shows through a message; text holding lone
+    surrogates (which no provider can encode) is refused.
+    """
+    if type(value) is not str:
+        if not isinstance(value, str):
+            raise InvalidMessageError(field, f"expected a string, got {kind_of(value)}")
+        value = str.__str__(value)
+    if not value.isascii():
+        check_scalar_text(value, field)
     if non_empty and not value:
         raise InvalidMessageError(field, "must not be empty")
     return value
+
+
+def check_scalar_text(text: str, field: str) -> None:
+    """Refuse ``text`` (an exact str) if it holds a lone surrogate."""
+    if found := _SURROGATE.search(text):
+        problem = (
+            f"text holds a lone surrogate U+{ord(found[0]):04X} at position {found.start()}; "
+            "it is not valid Unicode and cannot be sent"
+        )
+        raise InvalidMessageError(field, problem)
+
+
+def clean_str(value: object) -> bool:
+    """Whether ``value`` is an exact str known to need no further check (ASCII)."""
+    return type(value) is str and value.isascii()
 
 
 def need_bool(value: object, field: str) -> bool:
@@ -55,9 +83,10 @@ def need_bool(value: object, field: str) -> bool:
 
 
 def need_choice(value: object, field: str, choices: tuple[str, ...]) -> str:
-    if not isinstance(value, str) or value not in choices:
+    if type(value) is not str or value not in choices:
         allowed = ", ".join(repr(choice) for choice in choices)
-        raise InvalidMessageError(field, f"expected one of {allowed}, got {value!r}")
+        shown = repr(need_str(value, field)) if isinstance(value, str) else kind_of(value)
+        raise InvalidMessageError(field, f"expected one of {allowed}, got {shown}")
     return value
 
 
@@ -72,20 +101,56 @@ def check_media_type(value: object, field: str, *, image: bool) -> str:
 
 
 def check_http_url(value: object, field: str) -> str:
+    """An absolute http(s) URL that an HTTP client can use.
+
+    Refused: other schemes, no host, whitespace or control characters, a port
+    that is not 0-65535, and a host that is neither an IP address nor a valid
+    (internationalized) domain name.
+    """
     url = need_str(value, field)
+    problem = _url_problem(url)
+    if problem is not None:
+        shown = url if len(url) <= 80 else url[:77] + "..."
+        raise InvalidMessageError(field, f"{shown!r} is not an absolute http(s) URL ({problem})")
+    return url
+
+
+def _url_problem(url: str) -> str | None:
+    if _URL_BAD_CHAR.search(url):
+        return "it holds whitespace or a control character"
     try:
         parts = urlsplit(url)
-    except ValueError:
-        parts = None
-    if (
-        parts is None
-        or parts.scheme not in ("http", "https")
-        or not parts.hostname
-        or any(char.isspace() or ord(char) < 32 for char in url)
-    ):
-        shown = url if len(url) <= 80 else url[:77] + "..."
-        raise InvalidMessageError(field, f"{shown!r} is not an absolute http(s) URL")
-    return url
+        port = parts.port
+    except ValueError as err:
+        return str(err)
+    if parts.scheme not in ("http", "https"):
+        return "the scheme must be http or https"
+    host = parts.hostname
+    if not host:
+        return "no host"
+    if port is not None and port > 65535:
+        return "the port is out of range"
+    return _host_problem(host, parts.netloc)
+
+
+def _host_problem(host: str, netloc: str) -> str | None:
+    if "[" in netloc:
+        import ipaddress
+
+        try:
+            ipaddress.IPv6Address(host.partition("%")[0])
+        except ValueError:
+            return f"{host!r} is not an IPv6 address"
+        return None
+    name = host.removesuffix(".")
+    if not name.isascii():
+        try:
+            name = name.encode("idna").decode("ascii")
+        except UnicodeError:
+            return f"{host!r} is not a valid domain name"
+    if len(name) > 253 or not all(_LABEL.fullmatch(label) for label in name.split(".")):
+        return f"{host!r} is not a valid host name"
+    return None
 
 
 class _Base64Memo:
@@ -153,11 +218,4 @@ def _tail_is_canonical(tail: str) -> bool:
 
 def check_json_object(value: object, field: str) -> Any:
     """A deeply frozen copy of a JSON object (see :func:`freeze_json`)."""
-    if type(value) is _CheckedFrozenDict:
-        return value
-    if not isinstance(value, dict):
-        raise InvalidMessageError(field, f"expected a JSON object, got {kind_of(value)}")
-    try:
-        return _freeze_object(value, 1)  # the common case, without a second call
-    except _NotPlain:
-        return freeze_json(value, field)  # walks again, to name the place
+    return freeze_object(value, field)

@@ -1,52 +1,184 @@
-"""Deeply frozen JSON values.
+"""Deeply frozen JSON values, within size limits.
 
 Objects become :class:`FrozenDict`, arrays become tuples, scalars stay as they
-are. Freezing copies containers only (O(structure)); strings are shared, never
-copied, which is what makes a defensive copy of a message cheap whatever the
-size of the data inside it.
+are. Freezing copies containers only (O(structure)); exact ``str`` objects are
+shared, never copied, which is what makes a defensive copy of a message cheap
+whatever the size of the data inside it.
+
+The caller's data is read without running the caller's code: exact built-in
+types are taken as they are, subclasses of dict, list, tuple, str, int and
+float are read through the built-in type's own methods and copied into it, and
+anything else is refused. Every value is bounded (:class:`JsonLimits`), so a
+value whose containers are shared many times over cannot expand into millions
+of nodes downstream.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, NoReturn
 
 from turnkit.errors import InvalidMessageError
 
-__all__ = ["MAX_DEPTH", "FrozenDict", "freeze_json", "thaw"]
+__all__ = [
+    "MAX_DEPTH",
+    "FrozenDict",
+    "JsonLimits",
+    "freeze_json",
+    "get_json_limits",
+    "set_json_limits",
+    "thaw",
+]
 
 MAX_DEPTH = 64
-"""Containers a JSON value may nest, counting the outermost one."""
+"""Containers a JSON value may nest by default, counting the outermost one."""
+
+MIN_INT = -(2**63)
+MAX_INT = 2**64 - 1
+"""The integers a JSON value may hold: what 64-bit JSON parsers (and so every
+provider) take. Larger ones are refused, not rounded or crashed on later."""
 
 _SCALARS = frozenset({str, int, bool, type(None)})
 
 
-class FrozenDict(dict):
-    """A dict that refuses to change.
+@dataclass(frozen=True, slots=True)
+class JsonLimits:
+    """How large one JSON value (a tool input, metadata, a schema) may be.
 
-    It is a real ``dict`` so that ``json.dumps`` and provider SDKs take it as
-    is; every mutating method raises ``TypeError``. Values inside are frozen
-    too. Use :func:`thaw` for a plain, mutable deep copy.
+    - ``max_nodes``: values counted as the value would be written out, so a
+      list shared a thousand times counts a thousand times (default 200,000:
+      more than any model writes in one tool call).
+    - ``max_depth``: nested containers, counting the outermost (default 64).
+    - ``max_bytes``: UTF-8 bytes of all its strings, keys included, again as
+      written out (default 16 MiB).
+
+    Change them for the whole process with :func:`set_json_limits`.
     """
 
-    __slots__ = ("_hash",)
+    max_nodes: int = 200_000
+    max_depth: int = MAX_DEPTH
+    max_bytes: int = 16 * 1024 * 1024
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        dict.__init__(self, freeze_json(dict(*args, **kwargs)))
+    def __post_init__(self) -> None:
+        for name in ("max_nodes", "max_depth", "max_bytes"):
+            value = getattr(self, name)
+            if type(value) is not int or value < 1:
+                raise ValueError(f"JsonLimits.{name} must be a positive int, got {value!r}")
+
+
+_limits = JsonLimits()
+
+
+def get_json_limits() -> JsonLimits:
+    """The limits in force for every JSON value validated in this process."""
+    return _limits
+
+
+def set_json_limits(limits: JsonLimits) -> JsonLimits:
+    """Put ``limits`` in force for the whole process; returns the previous ones.
+
+    >>> previous = set_json_limits(JsonLimits(max_nodes=1_000_000))
+    >>> _ = set_json_limits(previous)
+    """
+    global _limits
+    if not isinstance(limits, JsonLimits):
+        raise TypeError(f"expected JsonLimits, got {type(limits).__name__}")
+    previous, _limits = _limits, limits
+    return previous
+
+
+class FrozenDict(Mapping[str, Any]):
+    """A read-only JSON object: a :class:`~collections.abc.Mapping`, not a dict.
+
+    It is not a ``dict`` subclass, so no ``dict`` method can change it
+    (``dict.__setitem__(fd, ...)`` raises ``TypeError``). Values inside are
+    frozen too. Compares equal to a dict with the same items; ``dict(fd)``,
+    ``fd.copy()`` and ``fd | other`` give plain dicts, and :func:`thaw` a
+    plain, mutable deep copy (what ``json.dumps`` takes).
+    """
+
+    __slots__ = ("_data", "_hash", "_size")
+
+    _data: MappingProxyType[str, Any]  # read-only: its dict is reachable from nowhere else
+    _size: tuple[int, int, int]  # nodes, bytes, height: what reusing it elsewhere adds
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> FrozenDict:
+        try:
+            pairs = dict(*args, **kwargs)
+        except Exception as err:
+            raise InvalidMessageError("", f"not plain data ({_error_name(err)})") from None
+        return freeze_json(pairs)  # type: ignore[no-any-return]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        raise TypeError("FrozenDict cannot be subclassed")
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise TypeError("FrozenDict is immutable; use turnkit.messages.thaw() for a mutable copy")
+
+    __delattr__ = __setattr__  # type: ignore[assignment]
 
     def _refuse(self, *args: object, **kwargs: object) -> NoReturn:
         raise TypeError("FrozenDict is immutable; use turnkit.messages.thaw() for a mutable copy")
 
-    __setitem__ = __delitem__ = __ior__ = _refuse  # type: ignore[assignment]
-    clear = pop = popitem = setdefault = update = _refuse  # type: ignore[assignment]
+    # What a dict would mutate with: a clear TypeError, not an AttributeError.
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    clear = pop = popitem = setdefault = update = _refuse
 
-    def __hash__(self) -> int:  # type: ignore[override]
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._data
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._data.get(key, default)
+
+    def keys(self):  # type: ignore[no-untyped-def]
+        return self._data.keys()
+
+    def values(self):  # type: ignore[no-untyped-def]
+        return self._data.values()
+
+    def items(self):  # type: ignore[no-untyped-def]
+        return self._data.items()
+
+    def copy(self) -> dict[str, Any]:
+        """A plain dict with the same (frozen) values."""
+        return dict(self._data)
+
+    def __or__(self, other: object) -> dict[str, Any]:
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        return {**self._data, **other}
+
+    def __ror__(self, other: object) -> dict[str, Any]:
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        return {**other, **self._data}
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is FrozenDict:
+            return self._data == other._data
+        if isinstance(other, dict):
+            return dict(self._data) == other if type(other) is not dict else self._data == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
         try:
-            return self._hash
+            return self._hash  # type: ignore[no-any-return]
         except AttributeError:
-            self._hash = hash(frozenset(self.items()))
-            return self._hash
+            value = hash(frozenset(self._data.items()))
+            object.__setattr__(self, "_hash", value)
+            return value
 
     def __copy__(self) -> FrozenDict:
         return self
@@ -54,22 +186,55 @@ class FrozenDict(dict):
     def __deepcopy__(self, memo: dict[int, object]) -> FrozenDict:
         return self
 
-    def __reduce__(self) -> tuple[type[FrozenDict], tuple[dict[str, Any]]]:
-        return (_from_pairs, (dict(self),))  # type: ignore[return-value]
+    def __reduce__(self) -> tuple[object, tuple[dict[str, Any]]]:
+        return (_from_pairs, (thaw(self),))
 
     def __repr__(self) -> str:
-        return f"FrozenDict({dict.__repr__(self)})"
+        return f"FrozenDict({dict(self._data)!r})"
 
 
 def _from_pairs(pairs: dict[str, Any]) -> FrozenDict:
     return FrozenDict(pairs)
 
 
-class _CheckedFrozenDict(FrozenDict):
-    """A FrozenDict built by this module's walk: its values are known frozen."""
+def _size_of(value: FrozenDict) -> tuple[int, int, int]:
+    """(nodes, bytes, height) of a frozen object, measured once, then kept."""
+    try:
+        return value._size
+    except AttributeError:
+        pass
+    nodes, size, height = 1, 0, 1
+    for key, item in value._data.items():
+        size += len(key) if key.isascii() else len(key.encode())
+        inner = _measure(item)
+        nodes += inner[0]
+        size += inner[1]
+        height = max(height, inner[2] + 1)
+    found = (nodes, size, height)
+    _set(value, "_size", found)
+    return found
 
-    __slots__ = ()
-    __init__ = dict.__init__  # type: ignore[assignment]
+
+def _measure(value: Any) -> tuple[int, int, int]:
+    kind = type(value)
+    if kind is FrozenDict:
+        return _size_of(value)
+    if kind is tuple:
+        nodes, size, height = 1, 0, 1
+        for item in value:
+            inner = _measure(item)
+            nodes += inner[0]
+            size += inner[1]
+            height = max(height, inner[2] + 1)
+        return nodes, size, height
+    if kind is str:
+        return 1, len(value) if value.isascii() else len(value.encode()), 0
+    return 1, 0, 0
+
+
+_new = object.__new__
+_set = object.__setattr__
+_set_data = FrozenDict._data.__set__  # type: ignore[attr-defined]
 
 
 class _NotPlain(Exception):
@@ -80,89 +245,252 @@ class _NotPlain(Exception):
         self.steps: list[str] = []
 
 
+class _Walk:
+    """One freezing walk: counts nodes and bytes against the limits.
+
+    A container counts its children as nodes when it is entered (the
+    outermost value is counted by :func:`freeze_json`). Bytes of a
+    container's own strings are added when it is done: the strings exist
+    already, so the overshoot costs no memory.
+    """
+
+    __slots__ = ("bytes", "limits", "nodes")
+
+    def __init__(self, limits: JsonLimits) -> None:
+        self.limits = limits
+        self.nodes = 1
+        self.bytes = 0
+
+    def nested(self, value: object, depth: int) -> Any:
+        """A value (counted already) that is not a plain scalar."""
+        kind = type(value)
+        if kind is dict:
+            return self.object(value, depth)  # type: ignore[arg-type]
+        if kind is list or kind is tuple:
+            return self.array(value, depth)  # type: ignore[arg-type]
+        if kind is FrozenDict:
+            return self.reuse(value, depth)  # type: ignore[arg-type]
+        if isinstance(value, dict):
+            return self.object(value, depth)
+        if isinstance(value, (list, tuple)):
+            return self.array(value, depth)
+        return self.scalar(value)
+
+    def scalar(self, value: object) -> Any:
+        kind = type(value)
+        if kind is str:
+            self.add_bytes(len(value) if value.isascii() else utf8_size(value))  # type: ignore[attr-defined, arg-type]
+            return value
+        if kind is int:
+            if MIN_INT <= value <= MAX_INT:  # type: ignore[operator]
+                return value
+            raise _NotPlain(f"an integer outside {MIN_INT}..{MAX_INT}")
+        if kind is bool or value is None:
+            return value
+        if kind is float:
+            if math.isfinite(value):  # type: ignore[arg-type]
+                return value
+            raise _NotPlain(repr(value))
+        # A subclass of a JSON type is copied into the type, with the type's methods.
+        if isinstance(value, str):
+            return self.scalar(str.__str__(value))
+        if isinstance(value, int):
+            return self.scalar(int.__int__(value))
+        if isinstance(value, float):
+            return self.scalar(float.__float__(value))
+        raise _NotPlain(_describe(value))
+
+    def object(self, value: dict[Any, Any], depth: int) -> FrozenDict:
+        limits = self.limits
+        if depth > limits.max_depth:
+            raise _NotPlain("too deep")
+        self.nodes += dict.__len__(value)
+        if self.nodes > limits.max_nodes:
+            self.count(0)
+        frozen = {}
+        size = 0
+        key: object = None
+        try:
+            for key, item in dict.items(value):  # the dict's own items, never an override
+                if type(key) is not str:
+                    key = self.key(key)
+                size += len(key) if key.isascii() else utf8_size(key)  # type: ignore[attr-defined, arg-type]
+                kind = type(item)
+                if kind is str:
+                    size += len(item) if item.isascii() else utf8_size(item)
+                elif kind is dict:
+                    item = self.object(item, depth + 1)
+                elif kind is int:
+                    if not MIN_INT <= item <= MAX_INT:
+                        self.scalar(item)
+                elif not (kind is bool or item is None or (kind is float and math.isfinite(item))):
+                    item = self.nested(item, depth + 1)
+                frozen[key] = item
+        except _NotPlain as err:
+            if type(key) is str:  # a bad key names itself in the problem
+                err.steps.append(key_step(key))
+            raise
+        self.bytes += size
+        if self.bytes > limits.max_bytes:
+            self.add_bytes(0)
+        result = _new(FrozenDict)
+        _set_data(result, MappingProxyType(frozen))
+        return result  # type: ignore[no-any-return]
+
+    def key(self, key: object) -> str:
+        if isinstance(key, str):
+            return str.__str__(key)
+        raise _NotPlain(f"key {_safe_repr(key)} is not a string")
+
+    def array(self, value: list[Any] | tuple[Any, ...], depth: int) -> tuple[Any, ...]:
+        limits = self.limits
+        if depth > limits.max_depth:
+            raise _NotPlain("too deep")
+        items = list.copy(value) if isinstance(value, list) else list(tuple.__iter__(value))
+        self.nodes += len(items)
+        if self.nodes > limits.max_nodes:
+            self.count(0)
+        size = 0
+        index = 0
+        try:
+            for index, item in enumerate(items):
+                kind = type(item)
+                if kind is str:
+                    size += len(item) if item.isascii() else utf8_size(item)
+                elif kind is dict:
+                    items[index] = self.object(item, depth + 1)
+                elif kind is int:
+                    if not MIN_INT <= item <= MAX_INT:
+                        self.scalar(item)
+                elif not (kind is bool or item is None or (kind is float and math.isfinite(item))):
+                    items[index] = self.nested(item, depth + 1)
+        except _NotPlain as err:
+            err.steps.append(f"[{index}]")
+            raise
+        self.bytes += size
+        if self.bytes > limits.max_bytes:
+            self.add_bytes(0)
+        return tuple(items)
+
+    def reuse(self, value: FrozenDict, depth: int) -> FrozenDict:
+        """An already frozen object: counted, never walked."""
+        nodes, size, height = _size_of(value)
+        if depth + height - 1 > self.limits.max_depth:
+            return self.object(dict(value._data), depth)  # walked, to name the place
+        self.count(nodes - 1)  # the object itself was counted by its container
+        self.add_bytes(size)
+        return value
+
+    def count(self, nodes: int) -> None:
+        self.nodes += nodes
+        if self.nodes > self.limits.max_nodes:
+            raise _NotPlain(f"more than {self.limits.max_nodes} values")
+
+    def add_bytes(self, size: int) -> None:
+        self.bytes += size
+        if self.bytes > self.limits.max_bytes:
+            raise _NotPlain(f"more than {self.limits.max_bytes} bytes of text")
+
+
+def utf8_size(text: str) -> int:
+    """The UTF-8 size of ``text``; _NotPlain if it is not Unicode scalar text."""
+    try:
+        return len(text.encode())
+    except UnicodeEncodeError as err:
+        char = ord(text[err.start])
+        raise _NotPlain(f"text with a lone surrogate U+{char:04X}, not valid Unicode") from None
+
+
 def freeze_json(value: object, path: str = "") -> Any:
     """Validate ``value`` as plain JSON data and return a deeply frozen copy.
 
     Raises :class:`InvalidMessageError` naming the offending place (for example
     ``input.tags[2]: not plain data (set)``) for bytes, sets, arbitrary objects,
-    functions, NaN or infinity, non-string keys, cycles, and more than
-    :data:`MAX_DEPTH` nested containers.
+    functions, NaN or infinity, integers outside the 64-bit range, text that
+    is not valid Unicode (lone surrogates), non-string keys, cycles, and values
+    past the :class:`JsonLimits` in force (nodes, depth, bytes).
     """
+    limits = _limits
     try:
-        return _freeze(value, 1)
+        walk = _Walk(limits)
+        kind = type(value)
+        if kind is dict:
+            return walk.object(value, 1)  # type: ignore[arg-type]
+        return walk.nested(value, 1)
     except _NotPlain as err:
-        steps = "".join(reversed(err.steps))
-        why = err.why
-        if why == "too deep":
-            cycle = _cycle_steps(value)
-            if cycle is None:
-                why = f"more than {MAX_DEPTH} nested containers"
-            else:
-                steps, why = cycle, "a cycle"
-        where = path + steps if path else steps.removeprefix(".")
-        raise InvalidMessageError(where, f"not plain data ({why})") from None
+        raise _located(err, value, path, limits) from None
+    except RecursionError:
+        raise InvalidMessageError(path, "not plain data (nested too deeply)") from None
+    except Exception as err:  # reading the caller's object failed
+        raise InvalidMessageError(path, f"not plain data ({_error_name(err)})") from None
 
 
-def _freeze(value: object, depth: int) -> Any:
-    """Freeze one value; scalars are the caller's fast path, so check them last."""
-    kind = type(value)
-    if kind is dict:
-        return _freeze_object(value, depth)  # type: ignore[arg-type]
-    if kind is list or kind is tuple:
-        return _freeze_array(value, depth)  # type: ignore[arg-type]
-    if kind in _SCALARS:
-        return value
-    if kind is float:
-        if math.isfinite(value):  # type: ignore[arg-type]
-            return value
-        raise _NotPlain(repr(value))
-    if isinstance(value, Mapping):
-        return _freeze_object(value, depth)
-    raise _NotPlain(_describe(value))
+def freeze_object(value: object, path: str) -> FrozenDict:
+    """:func:`freeze_json` for a value that must be a JSON object."""
+    if type(value) is FrozenDict:
+        return value  # type: ignore[return-value]
+    if not isinstance(value, dict):
+        raise InvalidMessageError(path, f"expected a JSON object, got {_kind(value)}")
+    return freeze_json(value, path)  # type: ignore[no-any-return]
 
 
-def _freeze_object(value: Mapping[Any, Any], depth: int) -> FrozenDict:
-    if depth > MAX_DEPTH:
-        raise _NotPlain("too deep")
-    frozen = {}
-    scalars = _SCALARS
-    for key, item in value.items():
-        if type(key) is not str:
-            raise _NotPlain(f"key {key!r} is not a string")
-        if type(item) in scalars:
-            frozen[key] = item
-            continue
-        try:
-            frozen[key] = _freeze(item, depth + 1)
-        except _NotPlain as err:
-            err.steps.append(_key_step(key))
-            raise
-    return _CheckedFrozenDict(frozen)
-
-
-def _freeze_array(value: list[Any] | tuple[Any, ...], depth: int) -> tuple[Any, ...]:
-    if depth > MAX_DEPTH:
-        raise _NotPlain("too deep")
-    scalars = _SCALARS
-    if scalars.issuperset(map(type, value)):
-        return tuple(value)
-    frozen = []
-    for index, item in enumerate(value):
-        try:
-            frozen.append(item if type(item) in scalars else _freeze(item, depth + 1))
-        except _NotPlain as err:
-            err.steps.append(f"[{index}]")
-            raise
-    return tuple(frozen)
+def _located(err: _NotPlain, value: object, path: str, limits: JsonLimits) -> InvalidMessageError:
+    steps = "".join(reversed(err.steps))
+    why = err.why
+    if why == "too deep":
+        cycle = _cycle_steps(value, limits.max_depth)
+        if cycle is None:
+            why = f"more than {limits.max_depth} nested containers"
+        else:
+            steps, why = cycle, "a cycle"
+    where = path + steps if path else steps.removeprefix(".")
+    return InvalidMessageError(where, f"not plain data ({why})")
 
 
 def _describe(value: object) -> str:
+    kind = type(value)
+    if isinstance(value, type):
+        return "class"
     if callable(value):
-        return "function" if not isinstance(value, type) else "class"
-    return type(value).__name__
+        return "function"
+    return str(kind.__name__)
 
 
-def _cycle_steps(value: object) -> str | None:
+def _kind(value: object) -> str:
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, str):
+        return "a string"
+    if value is None:
+        return "null"
+    return str(type(value).__name__)
+
+
+def _error_name(err: BaseException) -> str:
+    return f"reading it raised {type(err).__name__}"
+
+
+def _safe_repr(value: object) -> str:
+    try:
+        text = repr(value)
+    except Exception:
+        return f"<{type(value).__name__}>"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _children(item: object) -> list[tuple[str, object]] | None:
+    if isinstance(item, dict):
+        return [(key_step(key), child) for key, child in dict.items(item)]
+    if type(item) is FrozenDict:
+        return [(key_step(key), child) for key, child in item.items()]
+    if isinstance(item, list):
+        return [(f"[{index}]", child) for index, child in enumerate(list.copy(item))]
+    if isinstance(item, tuple):
+        return [(f"[{index}]", child) for index, child in enumerate(tuple.__iter__(item))]
+    return None
+
+
+def _cycle_steps(value: object, max_depth: int) -> str | None:
     """The path to where a container holds itself, if one does.
 
     Only asked once a walk ran too deep, so it need not be fast.
@@ -170,15 +498,12 @@ def _cycle_steps(value: object) -> str | None:
     on_path: set[int] = set()
 
     def visit(item: object) -> list[str] | None:
-        if isinstance(item, Mapping):
-            children = [(_key_step(key), child) for key, child in item.items()]
-        elif isinstance(item, (list, tuple)):
-            children = [(f"[{index}]", child) for index, child in enumerate(item)]
-        else:
+        children = _children(item)
+        if children is None:
             return None
         if id(item) in on_path:
             return []
-        if len(on_path) > MAX_DEPTH * 4:
+        if len(on_path) > max_depth * 4:
             return None
         on_path.add(id(item))
         for step, child in children:
@@ -193,13 +518,16 @@ def _cycle_steps(value: object) -> str | None:
     return None if found is None else "".join(reversed(found))
 
 
-def _key_step(key: object) -> str:
-    return f".{key}" if isinstance(key, str) and key.isidentifier() else f"[{key!r}]"
+def key_step(key: object) -> str:
+    """``.name`` for an identifier, else ``['a.b']``: never confusable with a path."""
+    if isinstance(key, str) and key.isidentifier() and key.isascii():
+        return f".{key}"
+    return f"[{_safe_repr(key)}]"
 
 
 def thaw(value: Any) -> Any:
     """A plain, mutable deep copy of a frozen JSON value (dicts and lists)."""
-    if isinstance(value, dict):
+    if isinstance(value, (dict, FrozenDict)):
         return {key: thaw(item) for key, item in value.items()}
     if isinstance(value, (tuple, list)):
         return [thaw(item) for item in value]

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from turnkit.errors import InvalidMessageError
+from turnkit.messages._json import key_step
 
 T = TypeVar("T")
 
@@ -36,7 +37,7 @@ _TYPE_NAMES = {
     "NoneType": "null",
 }
 _EXPECTED = re.compile(r"Expected `([^`]+)`(?:, got `([^`]+)`)?")
-_FIELD = re.compile(r"Object (missing required|contains unknown) field `([^`]+)`")
+_FIELD = re.compile(r"Object (missing required|contains unknown) field `([^`]*)`")
 _BAD_VALUE = re.compile(r"Invalid (?:enum )?value (.+)")
 _CHOICES = {
     "role": ("unknown role", "system, user or assistant"),
@@ -55,6 +56,51 @@ def from_wire(value: Any, kind: type[T] | Any, root: str, *, messages: bool = Fa
         return msgspec.convert(value, kind)
     except msgspec.ValidationError as err:
         raise _translate(err, root, messages) from None
+    except InvalidMessageError:
+        raise
+    except Exception as err:  # e.g. a key that is not Unicode text
+        raise _unreadable(value, root, err) from None
+
+
+def _unreadable(value: Any, root: str, err: Exception) -> InvalidMessageError:
+    """Name the first key or string of ``value`` that is not Unicode scalar text."""
+    found = _bad_text(value, 0)
+    if found is None:
+        return InvalidMessageError(root, f"could not be read ({type(err).__name__})")
+    steps = "".join(reversed(found))
+    where = (root + steps) if root else steps.removeprefix(".")
+    return InvalidMessageError(where, "text holds a lone surrogate; it is not valid Unicode")
+
+
+def _bad_text(value: Any, depth: int) -> list[str] | None:
+    if isinstance(value, str):
+        return None if _encodable(value) else []
+    if depth > 64:
+        return None
+    if isinstance(value, dict):
+        for key, item in dict.items(value):
+            if isinstance(key, str) and not _encodable(key):
+                return [key_step(key)]
+            found = _bad_text(item, depth + 1)
+            if found is not None:
+                found.append(key_step(key))
+                return found
+    elif isinstance(value, (list, tuple)):
+        items = list.copy(value) if isinstance(value, list) else tuple.__iter__(value)
+        for index, item in enumerate(items):
+            found = _bad_text(item, depth + 1)
+            if found is not None:
+                found.append(f"[{index}]")
+                return found
+    return None
+
+
+def _encodable(text: str) -> bool:
+    try:
+        str.encode(text)
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _translate(err: msgspec.ValidationError, root: str, messages: bool) -> InvalidMessageError:
@@ -81,7 +127,8 @@ def _path(root: str, location: str) -> str:
 def _problem(text: str, path: str, level: int) -> InvalidMessageError:
     if match := _FIELD.fullmatch(text):
         problem = "required field is missing" if match[1] == "missing required" else "unknown field"
-        return InvalidMessageError(f"{path}.{match[2]}" if path else match[2], problem)
+        step = key_step(match[2])
+        return InvalidMessageError(path + step if path else step.removeprefix("."), problem)
     if match := _EXPECTED.fullmatch(text):
         expected = _type_names(match[1])
         got = _type_names(match[2]) if match[2] else None

@@ -19,6 +19,7 @@ from turnkit.messages._checks import (
     check_http_url,
     check_json_object,
     check_media_type,
+    clean_str,
     kind_of,
     need_bool,
     need_choice,
@@ -59,7 +60,7 @@ class CacheControl(_Frozen):
 
     def __post_init__(self) -> None:
         if self.ttl is not None:
-            need_choice(self.ttl, "ttl", ("5m", "1h"))
+            force_setattr(self, "ttl", need_choice(self.ttl, "ttl", ("5m", "1h")))
 
     def to_dict(self) -> dict[str, Any]:
         return {} if self.ttl is None else {"ttl": self.ttl}
@@ -73,7 +74,11 @@ class Base64Source(_Frozen, tag="base64", tag_field="type"):
     data: str
 
     def __post_init__(self) -> None:
+        if not clean_str(self.media_type):
+            force_setattr(self, "media_type", need_str(self.media_type, "media_type"))
         check_media_type(self.media_type, "media_type", image=False)
+        if type(self.data) is not str:
+            force_setattr(self, "data", need_str(self.data, "data"))
         check_base64(self.data, "data")
 
     def __repr__(self) -> str:
@@ -91,8 +96,10 @@ class UrlSource(_Frozen, tag="url", tag_field="type"):
     media_type: str | None = None
 
     def __post_init__(self) -> None:
-        check_http_url(self.url, "url")
+        force_setattr(self, "url", check_http_url(self.url, "url"))
         if self.media_type is not None:
+            if not clean_str(self.media_type):
+                force_setattr(self, "media_type", need_str(self.media_type, "media_type"))
             check_media_type(self.media_type, "media_type", image=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -124,8 +131,8 @@ class TextBlock(_Frozen, tag="text", tag_field="type"):
     cache: CacheControl | None = None
 
     def __post_init__(self) -> None:
-        if type(self.text) is not str:
-            need_str(self.text, "text")
+        if not clean_str(self.text):
+            force_setattr(self, "text", need_str(self.text, "text"))
         if self.cache is not None and not isinstance(self.cache, CacheControl):
             force_setattr(self, "cache", from_wire(self.cache, CacheControl, "cache"))
 
@@ -157,7 +164,8 @@ class FileBlock(_Frozen, tag="file", tag_field="type"):
 
     def __post_init__(self) -> None:
         _source(self, image=False)
-        need_str(self.filename, "filename", non_empty=True)
+        if not clean_str(self.filename) or not self.filename:
+            force_setattr(self, "filename", need_str(self.filename, "filename", non_empty=True))
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": "file", "source": self.source.to_dict(), "filename": self.filename}
@@ -172,10 +180,10 @@ class ThinkingBlock(_Frozen, tag="thinking", tag_field="type"):
     redacted: bool = False
 
     def __post_init__(self) -> None:
-        if type(self.thinking) is not str:
-            need_str(self.thinking, "thinking")
-        if self.signature is not None and type(self.signature) is not str:
-            need_str(self.signature, "signature")
+        if not clean_str(self.thinking):
+            force_setattr(self, "thinking", need_str(self.thinking, "thinking"))
+        if self.signature is not None and not clean_str(self.signature):
+            force_setattr(self, "signature", need_str(self.signature, "signature"))
         if self.redacted is not False:
             need_bool(self.redacted, "redacted")
 
@@ -197,10 +205,10 @@ class ToolUseBlock(_Frozen, tag="tool_use", tag_field="type"):
     input: Any
 
     def __post_init__(self) -> None:
-        if type(self.id) is not str or not self.id:
-            need_str(self.id, "id", non_empty=True)
-        if type(self.name) is not str or not self.name:
-            need_str(self.name, "name", non_empty=True)
+        if not clean_str(self.id) or not self.id:
+            force_setattr(self, "id", need_str(self.id, "id", non_empty=True))
+        if not clean_str(self.name) or not self.name:
+            force_setattr(self, "name", need_str(self.name, "name", non_empty=True))
         force_setattr(self, "input", check_json_object(self.input, "input"))
 
     def to_dict(self) -> dict[str, Any]:
@@ -220,10 +228,15 @@ class ToolResultBlock(_Frozen, tag="tool_result", tag_field="type"):
     is_error: bool = False
 
     def __post_init__(self) -> None:
-        if type(self.tool_use_id) is not str or not self.tool_use_id:
-            need_str(self.tool_use_id, "tool_use_id", non_empty=True)
+        if not clean_str(self.tool_use_id) or not self.tool_use_id:
+            force_setattr(
+                self, "tool_use_id", need_str(self.tool_use_id, "tool_use_id", non_empty=True)
+            )
         content = self.content
-        if not isinstance(content, (str, tuple)) or not _all_result_parts(content):
+        if isinstance(content, str):
+            if not clean_str(content):
+                force_setattr(self, "content", need_str(content, "content"))
+        elif type(content) is not tuple or not _all_result_parts(content):
             force_setattr(self, "content", _result_parts(content))
         if (
             self.is_error is not False
@@ -244,15 +257,16 @@ class ToolResultBlock(_Frozen, tag="tool_result", tag_field="type"):
         return out
 
 
-def _all_result_parts(content: str | tuple[object, ...]) -> bool:
-    return isinstance(content, str) or all(isinstance(part, _RESULT_PARTS) for part in content)
+def _all_result_parts(content: tuple[object, ...]) -> bool:
+    return all(isinstance(part, _RESULT_PARTS) for part in content)
 
 
 def _result_parts(value: object) -> tuple[ResultPart, ...]:
     if not isinstance(value, (list, tuple)):
         raise InvalidMessageError("content", f"expected a string or a list, got {kind_of(value)}")
+    items = list.copy(value) if isinstance(value, list) else tuple.__iter__(value)
     parts = []
-    for index, item in enumerate(value):
+    for index, item in enumerate(items):
         part = block_from_dict(item, f"content[{index}]")
         if not isinstance(part, _RESULT_PARTS):
             problem = (

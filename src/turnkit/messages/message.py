@@ -14,6 +14,7 @@ from turnkit.errors import InvalidMessageError
 from turnkit.messages._checks import (
     IMAGE_MEDIA_TYPES,
     check_json_object,
+    clean_str,
     kind_of,
     need_choice,
     need_str,
@@ -56,8 +57,10 @@ class Origin(_Frozen):
     model: str
 
     def __post_init__(self) -> None:
-        need_str(self.provider, "provider", non_empty=True)
-        need_str(self.model, "model", non_empty=True)
+        if not clean_str(self.provider) or not self.provider:
+            force_setattr(self, "provider", need_str(self.provider, "provider", non_empty=True))
+        if not clean_str(self.model) or not self.model:
+            force_setattr(self, "model", need_str(self.model, "model", non_empty=True))
 
     def to_dict(self) -> dict[str, str]:
         return {"provider": self.provider, "model": self.model}
@@ -83,9 +86,9 @@ class Message(_Frozen):
 
     def __post_init__(self) -> None:
         role = self.role
-        if not isinstance(role, str) or role not in ROLES:
-            problem = f"unknown role {role!r} (use system, user or assistant)"
-            raise InvalidMessageError("role", problem)
+        if type(role) is not str or role not in ROLES:
+            role = _role(role)
+            force_setattr(self, "role", role)
         content = self.content
         allowed = _ALLOWED_BLOCKS[role]
         if type(content) is not tuple or not allowed.issuperset(map(type, content)):
@@ -95,16 +98,16 @@ class Message(_Frozen):
             _check_placement(content, role)
         elif role == "assistant":
             _check_unique_ids(content)
-        if self.type != "standard":
-            need_choice(self.type, "type", MESSAGE_TYPES)
-        if self.id is not None:
-            need_str(self.id, "id")
+        if self.type != "standard" or type(self.type) is not str:
+            force_setattr(self, "type", need_choice(self.type, "type", MESSAGE_TYPES))
+        if self.id is not None and not clean_str(self.id):
+            force_setattr(self, "id", need_str(self.id, "id"))
         if self.metadata is not None:
             force_setattr(self, "metadata", check_json_object(self.metadata, "metadata"))
         if self.origin is not None and not isinstance(self.origin, Origin):
             force_setattr(self, "origin", from_wire(self.origin, Origin, "origin"))
-        if self.invocation_id is not None:
-            need_str(self.invocation_id, "invocation_id")
+        if self.invocation_id is not None and not clean_str(self.invocation_id):
+            force_setattr(self, "invocation_id", need_str(self.invocation_id, "invocation_id"))
 
     # -- wire form ---------------------------------------------------------
 
@@ -113,7 +116,13 @@ class Message(_Frozen):
         """Build a message from its wire dict (see :meth:`to_dict`)."""
         if not isinstance(data, Mapping):
             raise InvalidMessageError("", f"expected a message object, got {kind_of(data)}")
-        return from_wire(dict(data), cls, "", messages=True)
+        if not isinstance(data, dict):
+            try:
+                data = dict(data)
+            except Exception as err:
+                problem = f"the mapping could not be read ({type(err).__name__})"
+                raise InvalidMessageError("", problem) from None
+        return from_wire(data, cls, "", messages=True)
 
     def to_dict(self) -> dict[str, Any]:
         """The wire dict: plain, mutable, optional fields omitted at their default."""
@@ -145,7 +154,7 @@ class Message(_Frozen):
     @classmethod
     def system(cls, text: str, **fields: Any) -> Message:
         """A system message holding one text block."""
-        return cls("system", (TextBlock(text),), **fields)
+        return cls("system", (_text_part(text, 0),), **fields)
 
     def clone(self, **changes: Any) -> Message:
         """A copy with ``changes`` applied, checked like a new message."""
@@ -157,6 +166,9 @@ class Message(_Frozen):
         An empty url returns this message unchanged; a ``data:`` URL becomes a
         base64 source; anything else must be an absolute http(s) URL.
         """
+        if not isinstance(url, str):
+            raise InvalidMessageError("url", f"expected a URL string, got {kind_of(url)}")
+        url = need_str(url, "url")
         if not url:
             return self
         source = _data_url_source(url) if url.startswith("data:") else UrlSource(url)
@@ -206,8 +218,30 @@ def _check_unique_ids(content: tuple[Block, ...]) -> None:
             tool_ids.add(block.id)
 
 
+def _role(value: object) -> str:
+    if isinstance(value, str):
+        role = need_str(value, "role")
+        if role in ROLES:
+            return role
+        shown = repr(role if len(role) <= 40 else role[:37] + "...")
+    else:
+        shown = kind_of(value)
+    raise InvalidMessageError("role", f"unknown role {shown} (use system, user or assistant)")
+
+
 def _parts(parts: tuple[object, ...]) -> tuple[object, ...]:
-    return tuple(TextBlock(part) if isinstance(part, str) else part for part in parts)
+    return tuple(
+        _text_part(part, index) if isinstance(part, str) else part
+        for index, part in enumerate(parts)
+    )
+
+
+def _text_part(text: object, index: int) -> TextBlock:
+    """A text block for a builder's argument; errors name ``content[index]``."""
+    try:
+        return TextBlock(text)  # type: ignore[arg-type]
+    except InvalidMessageError as err:
+        raise err.within(f"content[{index}]") from None
 
 
 def _data_url_source(url: str) -> Base64Source:

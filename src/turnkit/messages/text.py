@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from turnkit.messages._json import thaw
 from turnkit.messages.blocks import (
     Block,
     FileBlock,
@@ -38,7 +39,7 @@ def _block_text(block: Block) -> str:
     if isinstance(block, FileBlock):
         return f"[file] {block.filename}"
     if isinstance(block, ToolUseBlock):
-        return f"-> tool_call({block.name}): {json.dumps(block.input, ensure_ascii=False)}"
+        return f"-> tool_call({block.name}): {json.dumps(thaw(block.input), ensure_ascii=False)}"
     content = block.content
     body = content if isinstance(content, str) else "\n".join(_block_text(p) for p in content)
     return f"<- tool_result({block.tool_use_id}): {body}"

@@ -127,7 +127,7 @@ class AnthropicModel(Model):
             params["temperature"] = settings.temperature
         if request.tools:
             params["tools"] = [
-                {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+                {"name": t.name, "description": t.description, "input_schema": thaw(t.input_schema)}
                 for t in request.tools
             ]
         if request.output is not None:
@@ -203,7 +203,12 @@ def _block(block: Any, ids: ToolIdMap) -> dict[str, Any]:
             return {"type": "redacted_thinking", "data": block.signature}
         return {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
     if isinstance(block, ToolUseBlock):
-        return {"type": "tool_use", "id": ids(block.id), "name": block.name, "input": block.input}
+        return {
+            "type": "tool_use",
+            "id": ids(block.id),
+            "name": block.name,
+            "input": thaw(block.input),
+        }
     return _tool_result(block, ids)
 
 

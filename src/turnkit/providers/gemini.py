@@ -148,7 +148,7 @@ class GeminiModel(Model):
                 {
                     "name": t.name,
                     "description": t.description,
-                    "parameters_json_schema": t.input_schema,
+                    "parameters_json_schema": thaw(t.input_schema),
                 }
                 for t in request.tools
             ]
@@ -200,7 +200,7 @@ def _model_parts(message: Message) -> list[dict[str, Any]]:
         elif isinstance(block, TextBlock):
             part = {"text": block.text}
         elif isinstance(block, ToolUseBlock):
-            call = {"id": block.id, "name": block.name, "args": block.input}
+            call = {"id": block.id, "name": block.name, "args": thaw(block.input)}
             part = {"function_call": call, "thought_signature": SKIP_SIGNATURE}
         else:
             part = _media_part(block)

@@ -256,7 +256,7 @@ def _assistant(message: Message, ids: ToolIdMap, *, echo: bool) -> dict[str, Any
         if isinstance(block, TextBlock):
             texts.append(block.text)
         elif isinstance(block, ToolUseBlock):
-            arguments = json.dumps(block.input)
+            arguments = json.dumps(thaw(block.input))
             function = {"name": block.name, "arguments": arguments}
             calls.append({"id": ids(block.id), "type": "function", "function": function})
         elif isinstance(block, ThinkingBlock):

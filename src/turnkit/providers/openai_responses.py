@@ -63,6 +63,7 @@ from turnkit.messages import (
     ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
+    thaw,
 )
 from turnkit.messages.formats.openai_responses import reasoning_signature, reasoning_state
 from turnkit.providers._openai_common import json_schema_format, openai_client
@@ -186,7 +187,7 @@ class OpenAIResponsesModel(Model):
                     "type": "function",
                     "name": t.name,
                     "description": t.description,
-                    "parameters": t.input_schema,
+                    "parameters": thaw(t.input_schema),
                     "strict": False,
                 }
                 for t in request.tools
@@ -313,7 +314,7 @@ class _InputBuilder:
                     "type": "function_call",
                     "call_id": self.ids(block.id),
                     "name": block.name,
-                    "arguments": json.dumps(block.input),
+                    "arguments": json.dumps(thaw(block.input)),
                 }
             elif isinstance(block, TextBlock):
                 item = _assistant_text(block)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
 from turnkit.errors import InvalidMessageError, ToolInputError
-from turnkit.messages import FrozenDict
+from turnkit.messages import FrozenDict, thaw
 from turnkit.providers.base import ToolSpec
 
 __all__ = ["Tool", "ToolInputError", "tool"]
@@ -87,7 +87,7 @@ class Tool:
                 raise ToolInputError(str(err)) from None
         check = self._schema_check
         if check is None:
-            check = _schema_checker(self.input_schema)
+            check = _schema_checker(thaw(self.input_schema))
             object.__setattr__(self, "_schema_check", check)
         check(data)
         return data
