@@ -74,7 +74,9 @@ visible = st.text(
 )
 call_ids = st.text(st.sampled_from("abcXYZ019_-"), min_size=1, max_size=40)
 names = st.sampled_from(["add", "search_orders"])
-inputs = st.dictionaries(st.sampled_from("abc"), st.integers() | st.text(max_size=5), max_size=3)
+inputs = st.dictionaries(
+    st.sampled_from("abc"), st.integers(-(2**63), 2**64 - 1) | st.text(max_size=5), max_size=3
+)
 _counter = iter(range(10**9))
 
 

@@ -26,11 +26,11 @@ from turnkit.messages import (
     ToolResultBlock,
     ToolUseBlock,
     UrlSource,
-    freeze_json,
     get_json_limits,
     set_json_limits,
     thaw,
 )
+from turnkit.messages._json import freeze_json
 
 from ._assertions import assert_invalid
 from .strategies import wire_message_lists
@@ -255,7 +255,8 @@ def test_limits_are_documented_defaults_and_configurable() -> None:
             lambda: freeze_json(list(range(5))), "", "not plain data (more than 5 values)"
         )
         assert_invalid(lambda: freeze_json([[[[1]]]]), "[0][0][0]", "more than 3 nested")
-        assert_invalid(lambda: freeze_json({"k": "0123456789"}), "", "not plain data (more than 10 bytes")
+        too_long = {"k": "0123456789"}
+        assert_invalid(lambda: freeze_json(too_long), "", "not plain data (more than 10 bytes")
         assert freeze_json({"k": [1, 2]}) == {"k": (1, 2)}
     finally:
         set_json_limits(previous)
