@@ -2,12 +2,14 @@
 
 from turnkit.agent import Agent, AgentConfig, RunContext, RunResult, StreamEvent
 from turnkit.errors import (
+    CostBudgetExceededError,
     ImagePolicyError,
     InvalidMessageError,
     OutputValidationError,
     ProviderError,
     SessionEndedError,
     SessionNotFoundError,
+    TokenBudgetExceededError,
     ToolInputError,
     TurnkitError,
     UnsupportedContentError,
@@ -31,42 +33,45 @@ from turnkit.messages import (
     validate_blocks,
     validate_messages,
 )
-from turnkit.orchestrator import (
-    Budget,
-    CostBudgetExceededError,
-    OnlineEvaluation,
-    Orchestrator,
-    ProgressEvent,
-    Task,
-    TaskResult,
-    Team,
-    TeamResult,
-    TokenBudgetExceededError,
-)
 from turnkit.providers import ImagePolicy, Model, ModelSettings, resolve_model
 from turnkit.tools import Tool, tool
 
 __version__ = "0.1.0"
 
-# Sessions load on first use (DBOS and SQLAlchemy are heavy): turnkit.App etc.
-_SESSION_NAMES = frozenset(
-    {
-        "App",
-        "AgentInput",
-        "use_input",
-        "use_current_input",
-        "use_tool",
-        "use_session_data",
-    }
-)
+# Names that load their room on first use, keeping `import turnkit` light:
+# sessions (DBOS and SQLAlchemy are heavy) and the orchestrator.
+_LAZY = {
+    **dict.fromkeys(
+        ("App", "AgentInput", "use_input", "use_current_input", "use_tool", "use_session_data"),
+        "turnkit.sessions",
+    ),
+    **dict.fromkeys(
+        (
+            "Budget",
+            "OnlineEvaluation",
+            "Orchestrator",
+            "ProgressEvent",
+            "Task",
+            "TaskResult",
+            "Team",
+            "TeamResult",
+        ),
+        "turnkit.orchestrator",
+    ),
+}
 
 
 def __getattr__(name: str) -> object:
-    if name in _SESSION_NAMES:
-        import turnkit.sessions
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'turnkit' has no attribute {name!r}")
+    import importlib
 
-        return getattr(turnkit.sessions, name)
-    raise AttributeError(f"module 'turnkit' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
 
 
 __all__ = [

@@ -22,3 +22,19 @@ def test_agent_names_are_exported() -> None:
     for name in ("Agent", "AgentConfig", "RunResult", "RunContext", "StreamEvent", "Tool", "tool"):
         assert name in turnkit.__all__
         assert getattr(turnkit, name) is not None
+
+
+def test_orchestrator_and_transcript_converters_load_on_first_use() -> None:
+    code = (
+        "import sys, turnkit, turnkit.messages\n"
+        "lazy = ('turnkit.orchestrator', 'turnkit.messages.formats', 'turnkit.providers.edges')\n"
+        "print([m for m in lazy if m in sys.modules])\n"
+        "turnkit.Orchestrator, turnkit.messages.to_gemini\n"
+        "print([m for m in lazy[:2] if m in sys.modules])\n"
+        "print(sorted(set(turnkit.__all__) - set(dir(turnkit))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    before, after, missing = out.stdout.strip().splitlines()
+    assert before == "[]"
+    assert after == "['turnkit.orchestrator', 'turnkit.messages.formats']"
+    assert missing == "[]"

@@ -19,20 +19,37 @@ from turnkit.messages.blocks import (
     ToolUseBlock,
     UrlSource,
 )
-from turnkit.messages.formats import (
-    from_anthropic,
-    from_gemini,
-    from_openai_chat,
-    from_openai_responses,
-    to_anthropic,
-    to_gemini,
-    to_openai_chat,
-    to_openai_responses,
-)
 from turnkit.messages.history import default_convert_to_llm, normalize_tool_call_history
 from turnkit.messages.message import Message, Origin
 from turnkit.messages.text import collapse_for_llm, message_text_body
 from turnkit.messages.validate import validate_blocks, validate_messages
+
+# The transcript converters load on first use: they cost `import turnkit` ~20 ms.
+_FORMATS = frozenset(
+    {
+        "from_anthropic",
+        "from_gemini",
+        "from_openai_chat",
+        "from_openai_responses",
+        "to_anthropic",
+        "to_gemini",
+        "to_openai_chat",
+        "to_openai_responses",
+    }
+)
+
+
+def __getattr__(name: str) -> object:
+    if name in _FORMATS:
+        import importlib
+
+        return getattr(importlib.import_module("turnkit.messages.formats"), name)
+    raise AttributeError(f"module 'turnkit.messages' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_FORMATS})
+
 
 __all__ = [
     "Base64Source",

@@ -14,7 +14,6 @@ from typing import Any
 from turnkit._sync import call_sync_or_async
 from turnkit.errors import InvalidMessageError, ToolInputError
 from turnkit.messages import FileBlock, ImageBlock, TextBlock, ToolResultBlock, ToolUseBlock, thaw
-from turnkit.providers.edges import raw_arguments_problem
 from turnkit.tools.tool import Tool
 
 __all__ = ["execute_tool_call", "result_content"]
@@ -33,6 +32,8 @@ async def execute_tool_call(call: ToolUseBlock, tools: Mapping[str, Tool]) -> To
     if found is None:
         available = ", ".join(sorted(tools)) or "none"
         return _error(call, f"Unknown tool {call.name!r}. Available tools: {available}.")
+    from turnkit.providers.edges import raw_arguments_problem  # keeps `import turnkit` light
+
     problem = raw_arguments_problem(call.input)
     if problem is not None:
         return _error(call, f"Invalid input for tool {call.name!r}: {problem}")
