@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from turnkit.errors import InvalidMessageError, ProviderError, UnsupportedContentError
@@ -84,12 +84,15 @@ class Accepts:
 
     ``file_types`` are media types (``"text/*"`` matches a family, ``"*"``
     any) taken inline as base64; ``file_url_types`` those taken by URL.
-    ``assistant_media``: images and files in assistant messages.
+    ``assistant_media``: images and files in assistant messages;
+    ``image_urls``: images by URL (else they are fetched, when the image
+    policy allows it, or refused).
     """
 
     api: str
     images: bool = True
     assistant_media: bool = False
+    image_urls: bool = True
     file_types: tuple[str, ...] = ()
     file_url_types: tuple[str, ...] = ()
 
@@ -104,19 +107,31 @@ ACCEPTS: Mapping[str, Accepts] = {
         file_types=("application/pdf",),
         file_url_types=("application/pdf",),
     ),
-    "gemini": Accepts("Gemini", assistant_media=True, file_types=("*",), file_url_types=("*",)),
+    "gemini": Accepts(
+        "Gemini",
+        assistant_media=True,
+        image_urls=False,
+        file_types=("*",),
+        file_url_types=("*",),
+    ),
     "local": Accepts("the local model", images=False),
 }
 """Per provider: ``ollama`` and other compatible servers use ``"openai"``."""
 
 
-def check_content(messages: Sequence[Message], provider: str) -> None:
+def check_content(
+    messages: Sequence[Message], provider: str, *, fetch_image_urls: bool = False
+) -> None:
     """Raise UnsupportedContentError for the first block ``provider`` cannot take.
 
     The error names the block by its path in the request
     (``messages[2].content[1]``) and says what the API takes instead.
+    ``fetch_image_urls``: the image policy lets URL images be fetched and
+    inlined for APIs that take no image URLs.
     """
     accepts = ACCEPTS.get(provider, ACCEPTS["openai"])
+    if not accepts.image_urls and fetch_image_urls:
+        accepts = replace(accepts, image_urls=True)
     for m_index, message in enumerate(messages):
         for b_index, block in enumerate(message.content):
             where = f"messages[{m_index}].content[{b_index}]"
@@ -143,6 +158,11 @@ def _check_block(block: object, role: str, accepts: Accepts, provider: str, wher
         problem = f"takes images and files only in user messages, not this {kind} of the assistant"
     elif isinstance(block, FileBlock):
         problem = _file_problem(block, accepts)
+    elif not accepts.image_urls and not isinstance(block.source, Base64Source):
+        problem = (
+            f"cannot take image URLs ({block.source.url}): send the image as base64, "
+            "or allow fetching with ImagePolicy(fetch_urls=True)"
+        )
     if problem is not None:
         raise UnsupportedContentError(f"{where}: {accepts.api} {problem}", provider=provider)
 

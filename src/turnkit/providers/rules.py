@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from turnkit.messages import Message, TextBlock, ThinkingBlock
 from turnkit.providers.base import ModelRequest, ThinkingReplay
 from turnkit.providers.edges import check_content, check_history_start, drop_empty_text
-from turnkit.providers.images import apply_image_policy
+from turnkit.providers.images import ImagePolicy, apply_image_policy
 
 __all__ = [
     "ToolIdMap",
@@ -158,11 +158,12 @@ async def prepare(
     left out, the start of the history fixed, and the image policy applied.
     Every provider calls this first, so a fix to a rule lands once for all.
     """
-    check_content(request.messages, provider)
+    policy = request.settings.image_policy or ImagePolicy()
+    check_content(request.messages, provider, fetch_image_urls=policy.fetch_urls)
     system, messages = hoist_system(request)
     messages = replay_thinking(messages, provider, model, request.settings.thinking_replay)
     messages = check_history_start(drop_empty_text(messages))
     messages = await apply_image_policy(
-        messages, request.settings.image_policy, provider=provider, takes_urls=takes_image_urls
+        messages, policy, provider=provider, takes_urls=takes_image_urls
     )
     return system, messages
