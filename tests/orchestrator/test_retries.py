@@ -18,7 +18,7 @@ from turnkit.testing import ScriptedModel
 from ._support import Progress
 
 
-@pytest.mark.parametrize("provider", ["anthropic", "openai", "openai-responses"])
+@pytest.mark.parametrize("provider", ["anthropic", "openai", "openai-responses", "gemini"])
 @pytest.mark.parametrize("sdk_retries", [2, 0])
 async def test_a_provider_answering_429_forever_costs_three_calls_per_task(
     provider: str, sdk_retries: int

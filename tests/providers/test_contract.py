@@ -256,8 +256,9 @@ def _count_media(value: Any) -> int:
         return sum(map(_count_media, value))
     if not isinstance(value, dict):
         return 0
-    own = value.get("type") in MEDIA_TYPES or bool(MEDIA_KEYS & value.keys())
-    return own + sum(_count_media(v) for k, v in value.items() if k not in MEDIA_KEYS)
+    if value.get("type") in MEDIA_TYPES or MEDIA_KEYS & value.keys():
+        return 1  # one media part, however its payload is nested
+    return sum(map(_count_media, value.values()))
 
 
 def _count_calls(provider: str, body: Any) -> int:
