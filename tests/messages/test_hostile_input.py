@@ -308,3 +308,33 @@ def test_an_unknown_key_is_never_confusable_with_a_real_path(key: str, shown: st
 def test_thaw_of_a_frozen_dict_is_plain_json() -> None:
     frozen = freeze_json({"a": [{"b": 1}]})
     assert json.dumps(thaw(frozen)) == '{"a": [{"b": 1}]}'
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("http://a.example:65536/x.png", "Port out of range"),
+        ("http://a.example:99999999999/x.png", "Port"),
+        ("http://a.example/x\x00.png", "control character"),
+        ("http://a.example/x\x7f.png", "control character"),
+        ("http://a.example\\@b.example/x.png", "backslash"),
+        ("http://a..example/x.png", "not a valid host name"),
+        ("http://-a.example/x.png", "not a valid host name"),
+        ("http://" + "a" * 64 + ".example/x.png", "not a valid host name"),
+        ("http://\u2603.net/x.png", "internationalized domain name"),
+        ("http://[::zz]/x.png", "IPv6"),
+        ("ftp://a.example/x.png", "scheme"),
+        ("http:///x.png", "no host"),
+    ],
+)
+def test_urls_no_http_client_can_use_are_refused_at_validation(url: str, problem: str) -> None:
+    err = assert_invalid(lambda: UrlSource(url), "url", "not an absolute http(s) URL")
+    assert problem in str(err)
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://b\u00fccher.example/x.png", "https://[::1]:8443/x.png", "http://a_b.example:80/x"],
+)
+def test_unusual_but_usable_urls_are_kept(url: str) -> None:
+    assert UrlSource(url).url == url

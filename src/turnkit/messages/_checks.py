@@ -117,7 +117,7 @@ def check_http_url(value: object, field: str) -> str:
 
 def _url_problem(url: str) -> str | None:
     if _URL_BAD_CHAR.search(url):
-        return "it holds whitespace or a control character"
+        return "it holds whitespace, a control character or a backslash"
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -145,12 +145,21 @@ def _host_problem(host: str, netloc: str) -> str | None:
     name = host.removesuffix(".")
     if not name.isascii():
         try:
-            name = name.encode("idna").decode("ascii")
-        except UnicodeError:
-            return f"{host!r} is not a valid domain name"
+            name = _idna(name)
+        except (UnicodeError, ValueError):
+            return f"{host!r} is not a valid internationalized domain name"
     if len(name) > 253 or not all(_LABEL.fullmatch(label) for label in name.split(".")):
         return f"{host!r} is not a valid host name"
     return None
+
+
+def _idna(name: str) -> str:
+    """``name`` in ASCII, as the HTTP client encodes it (IDNA 2008, ``idna``)."""
+    try:
+        import idna  # a dependency of the HTTP client; loaded for non-ASCII hosts only
+    except ImportError:  # pragma: no cover - idna always comes with httpx2
+        return name.encode("idna").decode("ascii")
+    return str(idna.encode(name.lower()).decode("ascii"))
 
 
 class _Base64Memo:
