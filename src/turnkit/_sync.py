@@ -5,8 +5,8 @@
 - :func:`maybe_await`: a user callback's return value, awaited if it is
   awaitable (callbacks may be sync or async).
 - :func:`call_sync_or_async`: call a user function the way turnkit always
-  does: await an async one, run a sync one in a worker thread so it never
-  blocks the event loop.
+  does: await an async one, run a sync one in a daemon worker thread so it
+  never blocks the event loop, and one that never returns can be abandoned.
 
 ``asyncio`` and ``inspect`` are imported inside the functions: loading them
 at import time costs ``import turnkit`` tens of milliseconds.
@@ -17,7 +17,13 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["call_sync_or_async", "is_async_callable", "maybe_await", "run_sync"]
+__all__ = [
+    "call_sync_or_async",
+    "is_async_callable",
+    "maybe_await",
+    "run_in_thread",
+    "run_sync",
+]
 
 T = TypeVar("T")
 
@@ -66,6 +72,42 @@ async def call_sync_or_async(fn: Callable[..., Any], /, *args: Any, **kwargs: An
     """
     if is_async_callable(fn):
         return await fn(*args, **kwargs)
-    import asyncio
+    return await maybe_await(await run_in_thread(fn, *args, **kwargs))
 
-    return await maybe_await(await asyncio.to_thread(fn, *args, **kwargs))
+
+async def run_in_thread(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)`` in a new daemon thread, with this context's variables.
+
+    Unlike ``asyncio.to_thread`` this never uses the loop's default executor,
+    which ``asyncio.run`` joins at exit: a function that never returns can be
+    abandoned (cancel the awaiting task, e.g. with a timeout) and neither the
+    loop nor the interpreter waits for it.
+    """
+    import asyncio
+    import contextlib
+    import contextvars
+    import threading
+
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(ok: bool, outcome: Any) -> None:
+        if future.done():  # abandoned: cancelled or timed out
+            return
+        if ok:
+            future.set_result(outcome)
+        else:
+            future.set_exception(outcome)
+
+    def work() -> None:
+        try:
+            outcome, ok = context.run(fn, *args, **kwargs), True
+        except BaseException as err:  # handed to the awaiting task, as to_thread does
+            outcome, ok = err, False
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+            loop.call_soon_threadsafe(settle, ok, outcome)
+
+    name = f"turnkit-worker-{getattr(fn, '__name__', 'fn')}"
+    threading.Thread(target=work, name=name, daemon=True).start()
+    return await future

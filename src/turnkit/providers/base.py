@@ -8,11 +8,13 @@ request, and parses the reply back into canonical blocks.
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from turnkit._sync import maybe_await
 from turnkit.errors import InvalidMessageError
 from turnkit.messages import FrozenDict, Message, TextBlock, ThinkingBlock, ToolUseBlock
 
@@ -241,7 +243,10 @@ class Model(ABC):
 
         Async SDK clients pool connections bound to the loop that opened
         them, and the sync twins run each call on a fresh loop, so a client
-        must never be shared across loops.
+        must never be shared across loops. Each client is closed on its own
+        loop when that loop shuts down (``asyncio.run`` finalizes open async
+        generators before closing the loop), so no connection is left for a
+        closed loop to clean up ("Event loop is closed").
         """
         import asyncio  # here, not at the top: keeps `import turnkit` fast
         import weakref
@@ -249,10 +254,11 @@ class Model(ABC):
         clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any]
         clients = self.__dict__.setdefault("_clients_by_loop", weakref.WeakKeyDictionary())
         loop = asyncio.get_running_loop()
-        client = clients.get(loop)
-        if client is None:
-            client = clients[loop] = make()
-        return client
+        entry = clients.get(loop)
+        if entry is None:
+            client = make()
+            entry = clients[loop] = (client, _closed_with_loop(client))
+        return entry[0]  # type: ignore[no-any-return]
 
     @property
     def id(self) -> str:
@@ -261,6 +267,37 @@ class Model(ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.id}>"
+
+
+def _closed_with_loop(client: Any) -> AsyncGenerator[None, None]:
+    """An async generator, started, whose end closes ``client``.
+
+    The running loop tracks it from its first step (``sys`` asyncgen hooks),
+    and its shutdown (``loop.shutdown_asyncgens``, run by ``asyncio.run``)
+    closes it while the loop still runs.
+    """
+
+    async def close_at_loop_end() -> AsyncGenerator[None, None]:
+        try:
+            yield
+        finally:
+            await _aclose(client)
+
+    closer = close_at_loop_end()
+    step = closer.asend(None)  # the loop's first-iteration hook registers it
+    with contextlib.suppress(StopIteration):
+        step.send(None)
+    return closer
+
+
+async def _aclose(client: Any) -> None:
+    """Close an SDK client (``close()`` of openai/anthropic, ``aio.aclose()`` of genai)."""
+    aio = getattr(client, "aio", None)
+    close = getattr(aio, "aclose", None) or getattr(client, "close", None)
+    if close is None:
+        return
+    with contextlib.suppress(Exception):
+        await maybe_await(close())
 
 
 def events_of(response: ModelResponse) -> list[ModelEvent]:

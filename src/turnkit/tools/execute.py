@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from turnkit._sync import call_sync_or_async
-from turnkit.errors import InvalidMessageError, ToolInputError
+from turnkit.errors import ToolInputError
 from turnkit.messages import FileBlock, ImageBlock, TextBlock, ToolResultBlock, ToolUseBlock, thaw
 from turnkit.tools.tool import Tool
 
@@ -26,7 +26,8 @@ async def execute_tool_call(call: ToolUseBlock, tools: Mapping[str, Tool]) -> To
     """Run ``call`` with the tool of its name and return its result block.
 
     Cancellation (``asyncio.CancelledError``) propagates; every ``Exception``
-    becomes an error result.
+    (even one whose text cannot be read) and a call past the tool's
+    ``timeout_s`` become an error result.
     """
     found = tools.get(call.name)
     if found is None:
@@ -40,15 +41,53 @@ async def execute_tool_call(call: ToolUseBlock, tools: Mapping[str, Tool]) -> To
     try:
         arguments = found.check_input(thaw(call.input))
     except ToolInputError as err:
-        return _error(call, f"Invalid input for tool {call.name!r}: {err}")
-    try:
-        value = await call_sync_or_async(found.fn, **arguments)
+        return _error(call, f"Invalid input for tool {call.name!r}: {describe_error(err, False)}")
     except Exception as err:
-        return _error(call, f"Tool {call.name!r} failed: {type(err).__name__}: {err}")
+        return _error(
+            call, f"Checking the input of tool {call.name!r} failed: {describe_error(err)}"
+        )
+    try:
+        value = await _run(found, arguments)
+    except _TimedOut:
+        limit = f"{found.timeout_s:g}s"
+        return _error(call, f"Tool {call.name!r} did not finish within {limit}; it was abandoned.")
+    except Exception as err:
+        return _error(call, f"Tool {call.name!r} failed: {describe_error(err)}")
     try:
         return ToolResultBlock(call.id, result_content(value))
-    except (InvalidMessageError, TypeError, ValueError) as err:
-        return _error(call, f"Tool {call.name!r} returned a value that cannot be sent: {err}")
+    except Exception as err:
+        problem = describe_error(err, False)
+        return _error(call, f"Tool {call.name!r} returned a value that cannot be sent: {problem}")
+
+
+class _TimedOut(Exception):
+    """The tool's own deadline passed (not a TimeoutError the tool raised)."""
+
+
+async def _run(found: Tool, arguments: Mapping[str, Any]) -> Any:
+    if found.timeout_s is None:
+        return await call_sync_or_async(found.fn, **arguments)
+    import asyncio
+
+    deadline = asyncio.timeout(found.timeout_s)
+    try:
+        async with deadline:
+            return await call_sync_or_async(found.fn, **arguments)
+    except TimeoutError:
+        if deadline.expired():
+            raise _TimedOut from None
+        raise
+
+
+def describe_error(err: BaseException, with_type: bool = True) -> str:
+    """``Type: message`` of an exception, even one whose ``__str__`` raises."""
+    try:
+        text = str(err)
+    except Exception:
+        text = "<its message could not be read>"
+    if not with_type:
+        return text
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
 def result_content(value: Any) -> str | list[Any]:
@@ -76,13 +115,14 @@ def _is_part(value: Any) -> bool:
 
 
 def _json_text(value: Any) -> str:
+    """Valid JSON text: NaN and infinities become the strings "NaN", "Infinity"."""
     try:
         return json.dumps(value, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError):
-        import pydantic_core  # models, dataclasses, dates, UUIDs, sets...
+        import pydantic_core  # models, dataclasses, dates, UUIDs, sets, NaN...
 
         try:
-            return pydantic_core.to_json(value).decode()
+            return pydantic_core.to_json(value, inf_nan_mode="strings").decode()
         except pydantic_core.PydanticSerializationError as err:
             raise TypeError(f"not JSON-serialisable ({err})") from None
 

@@ -17,12 +17,16 @@ from turnkit.errors import InvalidMessageError, ToolInputError
 from turnkit.messages import FrozenDict, thaw
 from turnkit.providers.base import ToolSpec
 
-__all__ = ["Tool", "ToolInputError", "tool"]
+__all__ = ["DEFAULT_TOOL_TIMEOUT_S", "Tool", "ToolInputError", "tool"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 InputValidator = Callable[[dict[str, Any]], Mapping[str, Any]]
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+DEFAULT_TOOL_TIMEOUT_S = 120.0
+"""How long a tool call may run before it becomes an error result (per tool:
+``Tool(..., timeout_s=...)`` or ``@tool(timeout_s=...)``; None: no limit)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +40,10 @@ class Tool:
     thread, so they never block the event loop. ``idempotent=True`` says a
     call may safely run twice: a durable session re-runs such a call that a
     crash interrupted, where any other gets an "interrupted" error result.
+    ``timeout_s`` (default :data:`DEFAULT_TOOL_TIMEOUT_S`, 120 s; None for no
+    limit) bounds one call: past it the call is an error result for the
+    model, an async function is cancelled, and a sync one is abandoned in
+    its daemon thread (nothing waits for it, not even interpreter exit).
 
     >>> add = Tool("add", "Add two numbers.", {
     ...     "type": "object",
@@ -50,6 +58,7 @@ class Tool:
     fn: Callable[..., Any | Awaitable[Any]]
     validator: InputValidator | None = field(default=None, kw_only=True, repr=False)
     idempotent: bool = field(default=False, kw_only=True)
+    timeout_s: float | None = field(default=DEFAULT_TOOL_TIMEOUT_S, kw_only=True)
     _schema_check: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -70,6 +79,13 @@ class Tool:
             object.__setattr__(self, "input_schema", schema)
         if not callable(self.fn):
             raise TypeError(f"tool {self.name!r}: fn must be callable")
+        timeout = self.timeout_s
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
+        ):
+            raise ValueError(
+                f"tool {self.name!r}: timeout_s must be a positive number or None, got {timeout!r}"
+            )
 
     @property
     def spec(self) -> ToolSpec:
@@ -119,7 +135,11 @@ def tool(fn: F, /) -> Tool: ...
 
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None, idempotent: bool = False
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    idempotent: bool = False,
+    timeout_s: float | None = DEFAULT_TOOL_TIMEOUT_S,
 ) -> Callable[[F], Tool]: ...
 
 
@@ -130,6 +150,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     idempotent: bool = False,
+    timeout_s: float | None = DEFAULT_TOOL_TIMEOUT_S,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a :class:`Tool` of a typed sync or async function.
 
@@ -137,8 +158,8 @@ def tool(
     the docstring's first paragraph, and parameter descriptions from a
     Google-style ``Args:`` section or Sphinx ``:param x:`` lines. The input is
     validated (and coerced, as pydantic does) before the function runs.
-    ``idempotent=True`` marks a tool that may safely run twice (see
-    :class:`Tool`).
+    ``idempotent=True`` marks a tool that may safely run twice, and
+    ``timeout_s`` bounds one call (see :class:`Tool`).
 
     >>> @tool
     ... def get_weather(city: str, days: int = 1) -> str:
@@ -162,7 +183,15 @@ def tool(
         tool_name = name if name is not None else getattr(function, "__name__", "")
         summary, schema, validator = function_schema(function, tool_name, local_names)
         text = description if description is not None else summary
-        return Tool(tool_name, text, schema, function, validator=validator, idempotent=idempotent)
+        return Tool(
+            tool_name,
+            text,
+            schema,
+            function,
+            validator=validator,
+            idempotent=idempotent,
+            timeout_s=timeout_s,
+        )
 
     if fn is not None:
         if isinstance(fn, Tool):

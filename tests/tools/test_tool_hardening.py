@@ -1,0 +1,160 @@
+"""Tools that misbehave: unreadable errors, calls that never return, non-JSON results."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import subprocess
+import sys
+import textwrap
+import threading
+from typing import Any
+
+import pytest
+
+from turnkit import Tool, ToolUseBlock, tool
+from turnkit.tools import execute_tool_call
+from turnkit.tools.tool import DEFAULT_TOOL_TIMEOUT_S
+
+
+async def run(made: Tool, /, **arguments: Any) -> Any:
+    return await execute_tool_call(ToolUseBlock("c1", made.name, arguments), {made.name: made})
+
+
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no text for you")
+
+
+async def test_an_exception_whose_str_raises_is_still_an_error_result() -> None:
+    @tool
+    def broken() -> str:
+        """Fails oddly."""
+        raise Unprintable
+
+    result = await run(broken)
+    assert result.is_error
+    assert "Unprintable" in result.content and "could not be read" in result.content
+
+
+async def test_a_validator_that_raises_anything_is_an_error_result() -> None:
+    def validator(data: dict[str, Any]) -> dict[str, Any]:
+        raise Unprintable
+
+    made = Tool("v", "", {"type": "object"}, lambda: "x", validator=validator)
+    result = await run(made)
+    assert (
+        result.is_error and "Checking the input of tool 'v' failed: Unprintable" in result.content
+    )
+
+
+async def test_a_sync_tool_that_never_returns_becomes_an_error_result_at_its_timeout() -> None:
+    release = threading.Event()
+    started = threading.Event()
+
+    @tool(timeout_s=0.2)
+    def stuck() -> str:
+        """Never returns (until the test lets it go)."""
+        started.set()
+        release.wait()
+        return "late"
+
+    try:
+        result = await run(stuck)
+    finally:
+        release.set()
+    assert started.is_set()
+    assert result.is_error
+    assert result.content == "Tool 'stuck' did not finish within 0.2s; it was abandoned."
+
+
+async def test_an_async_tool_past_its_timeout_is_cancelled() -> None:
+    cancelled = asyncio.Event()
+
+    @tool(timeout_s=0.1)
+    async def hangs() -> str:
+        """Awaits forever."""
+        try:
+            await asyncio.Event().wait()
+        finally:
+            cancelled.set()
+        return "never"
+
+    result = await run(hangs)
+    assert result.is_error and "did not finish within 0.1s" in result.content
+    assert cancelled.is_set()
+
+
+async def test_a_timeout_error_raised_by_the_tool_itself_is_reported_as_its_failure() -> None:
+    @tool(timeout_s=30)
+    def times_out() -> str:
+        """Raises TimeoutError on its own."""
+        raise TimeoutError("upstream took too long")
+
+    result = await run(times_out)
+    assert result.content == "Tool 'times_out' failed: TimeoutError: upstream took too long"
+
+
+def test_the_timeout_has_a_documented_default_and_a_per_tool_override() -> None:
+    @tool
+    def plain() -> str:
+        """Plain."""
+        return ""
+
+    assert DEFAULT_TOOL_TIMEOUT_S == 120.0
+    assert plain.timeout_s == DEFAULT_TOOL_TIMEOUT_S
+    assert Tool("t", "", {"type": "object"}, lambda: "", timeout_s=None).timeout_s is None
+    for bad in (0, -1, True, "5", math.nan):
+        with pytest.raises(ValueError, match="timeout_s must be a positive number"):
+            Tool("t", "", {"type": "object"}, lambda: "", timeout_s=bad)  # type: ignore[arg-type]
+
+
+def test_run_sync_returns_and_the_program_exits_while_a_tool_thread_is_stuck() -> None:
+    script = textwrap.dedent(
+        """
+        import threading
+        from turnkit import Agent, AgentConfig, Message, ToolUseBlock, tool
+        from turnkit.testing import ScriptedModel
+
+        @tool(timeout_s=0.3)
+        def stuck() -> str:
+            '''Blocks forever.'''
+            threading.Event().wait()
+
+        model = ScriptedModel([Message.assistant(ToolUseBlock("c1", "stuck", {})), "gave up"])
+        agent = Agent(AgentConfig("a", model=model, tools=[stuck]))
+        result = agent.run_sync("go")
+        print(result.output)
+        print(result.messages[1].content[0].content)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "gave up",
+        "Tool 'stuck' did not finish within 0.3s; it was abandoned.",
+    ]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{"x": math.nan}, [math.inf, -math.inf], {"nested": {"v": [1.5, math.nan]}}],
+)
+async def test_results_with_nan_or_infinity_are_sent_as_valid_json(value: Any) -> None:
+    @tool
+    def numbers() -> Any:
+        """Returns odd floats."""
+        return value
+
+    result = await run(numbers)
+    assert not result.is_error
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"{constant} is not JSON")
+
+    decoded = json.loads(result.content, parse_constant=refuse)
+    assert "NaN" in result.content or "Infinity" in result.content
+    assert decoded is not None
