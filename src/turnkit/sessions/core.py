@@ -77,19 +77,23 @@ class Core:
     async def wait_turn(self, turn_id: str, timeout: float | None) -> Turn:
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
+        session_id = None
         while True:
-            seen = self.notifier.version
+            seen = self.notifier.version(session_id or "")
             turn = await asyncio.to_thread(self.store.turn, turn_id)
             if turn.done:
                 return turn
+            if session_id is None:  # now the session is known: wait on it
+                session_id = turn.session_id
+                continue
             left = None if deadline is None else deadline - loop.time()
             if left is not None and left <= 0:
                 raise TimeoutError(f"turn {turn_id!r} is still {turn.status} after {timeout} s")
-            await self.notifier.wait(seen, left)
+            await self.notifier.wait(session_id, seen, left)
 
     async def follow(self, session_id: str, after: int) -> AsyncIterator[Event]:
         while True:
-            seen = self.notifier.version
+            seen = self.notifier.version(session_id)
             events = await asyncio.to_thread(self.store.events, session_id, after, 500)
             for event in events:
                 yield event
@@ -101,4 +105,4 @@ class Core:
                 if not await asyncio.to_thread(self.store.events, session_id, after, 1):
                     return
                 continue
-            await self.notifier.wait(seen, FOLLOW_RECHECK_S)
+            await self.notifier.wait(session_id, seen, FOLLOW_RECHECK_S)

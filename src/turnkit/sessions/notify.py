@@ -27,37 +27,51 @@ class Notifier:
 
     def __init__(self, probe: Callable[[], object] | None = None) -> None:
         self._lock = threading.Lock()
-        self._waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
+        # session id -> waiters on it: a commit wakes only those of its sessions.
+        self._waiters: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
         self._probe = probe
         self._watcher: threading.Thread | None = None
         self._stop = threading.Event()
         self._listeners: list[Callable[[], None]] = []
-        self.version = 0
+        self._all = 0  # bumped by changes whose sessions are unknown (another process)
+        self._versions: dict[str, int] = {}
 
-    def notify(self, *_: object) -> None:
-        """Something changed: wake every waiter."""
+    def version(self, session_id: str) -> tuple[int, int]:
+        """A token that changes whenever ``session_id`` may have changed."""
+        return self._all, self._versions.get(session_id, 0)
+
+    def notify(self, sessions: set[str] | None = None) -> None:
+        """These sessions changed (None: any may have): wake their waiters."""
         with self._lock:
-            self.version += 1
-            waiters, self._waiters = self._waiters, set()
-        for loop, event in waiters:
+            if sessions is None:
+                self._all += 1
+                woken = [w for group in self._waiters.values() for w in group]
+                self._waiters = {}
+            else:
+                woken = []
+                for session_id in sessions:
+                    self._versions[session_id] = self._versions.get(session_id, 0) + 1
+                    woken.extend(self._waiters.pop(session_id, ()))
+        for loop, event in woken:
             with contextlib.suppress(RuntimeError):  # a closed loop: its waiter is gone
                 loop.call_soon_threadsafe(event.set)
-        for listener in list(self._listeners):
-            listener()
+        if sessions is None:  # own changes need no listener: this process made them
+            for listener in list(self._listeners):
+                listener()
 
     def on_change(self, listener: Callable[[], None]) -> None:
-        """Call ``listener()`` (from any thread) after each change, own or foreign."""
+        """Call ``listener()`` (from the watcher thread) after changes by other processes."""
         self._listeners.append(listener)
         self._ensure_watcher()
 
-    async def wait(self, seen: int, timeout: float | None) -> None:
-        """Return once the version differs from ``seen``, or after ``timeout`` seconds."""
+    async def wait(self, session_id: str, seen: tuple[int, int], timeout: float | None) -> None:
+        """Return once ``version(session_id)`` differs from ``seen``, or after ``timeout`` s."""
         event = asyncio.Event()
         entry = (asyncio.get_running_loop(), event)
         with self._lock:
-            if self.version != seen:
+            if self.version(session_id) != seen:
                 return
-            self._waiters.add(entry)
+            self._waiters.setdefault(session_id, set()).add(entry)
         self._ensure_watcher()
         try:
             await asyncio.wait_for(event.wait(), timeout)
@@ -65,7 +79,11 @@ class Notifier:
             pass
         finally:
             with self._lock:
-                self._waiters.discard(entry)
+                group = self._waiters.get(session_id)
+                if group is not None:
+                    group.discard(entry)
+                    if not group:
+                        del self._waiters[session_id]
 
     def _ensure_watcher(self) -> None:
         if self._probe is None or self._stop.is_set():
@@ -92,14 +110,14 @@ class Notifier:
                 continue
             if seen != last:
                 last = seen
-                self.notify()
+                self.notify(None)
 
     def close(self) -> None:
         self._stop.set()
         watcher = self._watcher
         if watcher is not None:
             watcher.join(timeout=2)
-        self.notify()
+        self.notify(None)
 
 
 def sqlite_probe(engine: sa.Engine) -> Callable[[], object]:

@@ -33,7 +33,7 @@ from turnkit.providers.base import Model, ModelRequest, ModelResponse, ModelSett
 from turnkit.sessions.ask import ASK, ask_tool, question_for
 from turnkit.sessions.hooks import RenderScope, current_scope
 from turnkit.sessions.records import Question
-from turnkit.sessions.turnlog import Claim, TurnLog
+from turnkit.sessions.turnlog import Claim, Progress, TurnLog
 from turnkit.tools import Tool, ToolInputError, execute_tool_call
 
 __all__ = ["AgentDef", "RenderError", "TurnRunner"]
@@ -62,31 +62,31 @@ class AgentDef:
 class DurableModel(Model):
     """The agent's model as seen by one turn: rendered, recorded, replayed."""
 
-    def __init__(self, runner: TurnRunner, claim: Claim, agent: AgentDef, scope_data: dict) -> None:
+    def __init__(self, run: _TurnRun) -> None:
+        agent = run.agent
         self.provider, self.name = agent.model.provider, agent.model.name
-        self._runner, self._claim, self._agent = runner, claim, agent
-        self.data = scope_data
+        self._run = run
         self.tools: dict[str, Tool] = dict(agent.tools)
         self._calls = 0
         self.asked: Question | None = None  # set when the model calls ask
         self.ask_call: str | None = None
 
     async def _render(self) -> tuple[str | None, tuple[Any, ...]]:
-        scope = RenderScope(self._claim.input, self.data, self._runner.resolve_tool(self._agent))
+        run = self._run
+        agent = run.agent
+        scope = RenderScope(run.claim.input, run.data, run.runner.resolve_tool(agent))
         token = current_scope.set(scope)
         try:
-            system = self._agent.render()
+            system = agent.render()
             if inspect.isawaitable(system):
                 system = await system
         except Exception as err:
-            raise RenderError(
-                f"render of agent {self._agent.name!r} raised {_describe(err)}"
-            ) from err
+            raise RenderError(f"render of agent {agent.name!r} raised {_describe(err)}") from err
         finally:
             current_scope.reset(token)
         if system is not None and not isinstance(system, str):
             raise RenderError(
-                f"render of agent {self._agent.name!r} must return the system text (a str) "
+                f"render of agent {agent.name!r} must return the system text (a str) "
                 f"or None, got {type(system).__name__}"
             )
         for tool in scope.offered:
@@ -94,7 +94,7 @@ class DurableModel(Model):
             if known is not None and known is not tool and known != tool:
                 raise RenderError(f"use_tool: two different tools are named {tool.name!r}")
             self.tools[tool.name] = tool
-        names = dict.fromkeys([*self._agent.tools, *(tool.name for tool in scope.offered)])
+        names = dict.fromkeys([*agent.tools, *(tool.name for tool in scope.offered)])
         return system, tuple(self.tools[name].spec for name in names)
 
     async def request(self, request: ModelRequest) -> ModelResponse:
@@ -104,13 +104,144 @@ class DurableModel(Model):
         request = dataclasses.replace(request, system=system, tools=specs)
         key = f"model:{self._calls}"
         self._calls += 1
-        log, turn_id = self._runner.log, self._claim.turn_id
-        recorded = await asyncio.to_thread(log.step, turn_id, key)
-        if recorded is not None:
-            return _response_from(recorded.result)
-        response = await self._agent.model.request(request)
-        await asyncio.to_thread(log.record_step, turn_id, key, _response_dict(response))
+        run = self._run
+        if run.claim.resumed:  # a replay: answer from the record while there is one
+            recorded = await asyncio.to_thread(run.log.step, run.claim.turn_id, key)
+            if recorded is not None:
+                return _response_from(recorded.result)
+        response = await run.agent.model.request(request)
+        run.progress.steps.append((key, _response_dict(response)))
         return response
+
+
+class _TurnRun:
+    """One execution of one turn (a replay after a crash is another)."""
+
+    def __init__(self, runner: TurnRunner, claim: Claim, agent: AgentDef) -> None:
+        self.runner, self.claim, self.agent = runner, claim, agent
+        self.log = runner.log
+        self.data = claim.data  # use_session_data(): saved when the turn ends
+        self.progress = Progress()
+        self.model = DurableModel(self)
+        self.index = 0  # messages produced so far (the input is 0)
+        self.pending: list[ToolResultBlock] = []  # other results, held with a question
+
+    def _write(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return asyncio.to_thread(fn, *args, **kwargs)
+
+    async def run(self) -> None:
+        turns = Turns(
+            system=None,
+            tools=self.model.tools,
+            settings=self.agent.settings,
+            max_turns=self.agent.max_turns,
+            transform_context=None,
+            convert_to_llm=None,
+            run_tool=self._run_tool,
+        )
+        state = RunState(self.claim.turn_id, self.claim.history)
+        try:
+            async for event in turns.run(self.model, state, streaming=True):
+                if event.type == "message":
+                    self._produced(event.message)
+        except asyncio.CancelledError:
+            reason = self.runner.cancel_reason(self.claim.turn_id)
+            if reason is None:
+                raise  # the process is stopping: the turn resumes at the next start
+            asyncio.current_task().uncancel()  # type: ignore[union-attr]
+            await self._cancelled(state, reason)
+            return
+        await self._finish(state.result())
+
+    def _produced(self, message: Message) -> None:
+        model = self.model
+        if model.asked is not None and message.role == "user":
+            # The ask call's result is the answer, in the turn that answers it:
+            # the other calls' results wait with the question.
+            self.pending = [b for b in message.content if b.tool_use_id != model.ask_call]
+            return
+        self.index += 1
+        self.progress.messages.append((self.index, message))
+
+    async def _cancelled(self, state: RunState, reason: str) -> None:
+        settled = state.settled()
+        for index, message in enumerate(settled[self.index :], start=self.index + 1):
+            self.progress.messages.append((index, message))
+        await self._write(
+            self.log.finish, self.claim, "cancelled", reason=reason, progress=self.progress.take()
+        )
+
+    async def _finish(self, result: Any) -> None:
+        claim, log, model = self.claim, self.log, self.model
+        if model.asked is not None:
+            await self._write(
+                log.finish_asking,
+                claim,
+                model.asked,
+                model.ask_call,
+                self.pending,
+                self.data,
+                self.progress.take(),
+            )
+            return
+        usage = dataclasses.asdict(result.usage)
+        status, reason = ("completed", None) if result.success else ("failed", _reason(result))
+        output = result.output if result.success else None
+        progress = self.progress.take()
+        try:
+            await self._write(
+                log.finish,
+                claim,
+                status,
+                output=output,
+                error=result.error,
+                reason=reason,
+                data=self.data,
+                usage=usage,
+                progress=progress,
+            )
+        except (TypeError, ValueError) as err:  # the session data is not JSON
+            error = f"use_session_data(): the session data is not JSON: {err}"
+            await self._write(
+                log.finish,
+                claim,
+                "failed",
+                error=error,
+                reason="invalid_session_data",
+                progress=progress,
+            )
+
+    async def _run_tool(self, call: ToolUseBlock, tools: Any) -> ToolResultBlock:
+        claim, log = self.claim, self.log
+        if call.name == ASK and tools.get(ASK) is ask_tool():
+            return self._ask(call)
+        step = None
+        if claim.resumed:
+            step = await asyncio.to_thread(log.step, claim.turn_id, f"tool:{call.id}")
+        if step is not None and step.status == "done":
+            return validate_blocks([step.result])[0]  # type: ignore[return-value]
+        if step is not None:  # started before a crash, never finished
+            tool = tools.get(call.name)
+            if tool is None or not tool.idempotent:
+                block = ToolResultBlock(call.id, _interrupted(call.name), is_error=True)
+                await self._write(log.finish_tool, claim.session_id, claim.turn_id, call, block)
+                return block
+        else:
+            progress = self.progress.take()
+            await self._write(log.start_tool, claim.session_id, claim.turn_id, call, progress)
+        block = await execute_tool_call(call, tools)
+        await self._write(log.finish_tool, claim.session_id, claim.turn_id, call, block)
+        return block
+
+    def _ask(self, call: ToolUseBlock) -> ToolResultBlock:
+        try:
+            arguments = ask_tool().check_input(thaw(call.input))
+        except ToolInputError as err:
+            return ToolResultBlock(call.id, f"Invalid input for tool 'ask': {err}", is_error=True)
+        model = self.model
+        model.asked = question_for(self.claim.turn_id, call, arguments)
+        model.ask_call = call.id
+        return ToolResultBlock(call.id, "(waiting for the answer)")
 
 
 class TurnRunner:
@@ -127,6 +258,9 @@ class TurnRunner:
     @property
     def local_turns(self) -> list[str]:
         return list(self._tasks)
+
+    def cancel_reason(self, turn_id: str) -> str | None:
+        return self._cancel_reasons.get(turn_id)
 
     def cancel(self, turn_id: str, reason: str) -> bool:
         """Cancel ``turn_id`` if it runs in this process (from any thread)."""
@@ -150,131 +284,18 @@ class TurnRunner:
         assert task is not None
         self._tasks[claim.turn_id] = (asyncio.get_running_loop(), task)
         try:
-            await self._run(claim)
+            agent = self.agents.get(claim.agent)
+            if agent is None:
+                error = f"agent {claim.agent!r} is not defined in the App running this turn"
+                await asyncio.to_thread(
+                    self.log.finish, claim, "failed", error=error, reason="unknown_agent"
+                )
+                return
+            await _TurnRun(self, claim, agent).run()
         finally:
-            self._tasks.pop(claim.turn_id, None)
-            self._cancel_reasons.pop(claim.turn_id, None)
-
-    async def _run(self, claim: Claim) -> None:
-        agent = self.agents.get(claim.agent)
-        if agent is None:
-            error = f"agent {claim.agent!r} is not defined in the App running this turn"
-            await asyncio.to_thread(
-                self.log.finish, claim, "failed", error=error, reason="unknown_agent"
-            )
-            return
-        model = DurableModel(self, claim, agent, claim.data)
-        turns = Turns(
-            system=None,
-            tools=model.tools,
-            settings=agent.settings,
-            max_turns=agent.max_turns,
-            transform_context=None,
-            convert_to_llm=None,
-            run_tool=lambda call, tools: self._run_tool(claim, model, call, tools),
-        )
-        state = RunState(claim.turn_id, claim.history)
-        index, pending = 0, ()
-        try:
-            async for event in turns.run(model, state, streaming=True):
-                if event.type == "message":
-                    if model.asked is not None and event.message.role == "user":
-                        # The ask call's result is the answer, in the turn that answers:
-                        # the other calls' results wait with the question.
-                        pending = [
-                            b for b in event.message.content if b.tool_use_id != model.ask_call
-                        ]
-                        continue
-                    index += 1
-                    await asyncio.to_thread(
-                        self.log.add_message, claim.session_id, claim.turn_id, index, event.message
-                    )
-        except asyncio.CancelledError:
-            reason = self._cancel_reasons.get(claim.turn_id)
-            if reason is None:
-                raise  # the process is stopping: the turn resumes at the next start
-            asyncio.current_task().uncancel()  # type: ignore[union-attr]
-            await self._cancelled(claim, state, index, reason)
-            return
-        if model.asked is not None:
-            await asyncio.to_thread(
-                self.log.finish_asking, claim, model.asked, model.ask_call, pending, model.data
-            )
-            return
-        await self._finish(claim, state.result(), model.data)
-
-    async def _cancelled(self, claim: Claim, state: RunState, stored: int, reason: str) -> None:
-        settled = state.settled()
-        for index, message in enumerate(settled[stored:], start=stored + 1):
-            await asyncio.to_thread(
-                self.log.add_message, claim.session_id, claim.turn_id, index, message
-            )
-        await asyncio.to_thread(self.log.finish, claim, "cancelled", reason=reason)
-
-    async def _finish(self, claim: Claim, result: Any, data: dict) -> None:
-        usage = _usage_dict(result.usage)
-        if result.success:
-            try:
-                await asyncio.to_thread(
-                    self.log.finish,
-                    claim,
-                    "completed",
-                    output=result.output,
-                    data=data,
-                    usage=usage,
-                )
-                return
-            except (TypeError, ValueError) as err:
-                error = f"use_session_data(): the session data is not JSON: {err}"
-                await asyncio.to_thread(
-                    self.log.finish, claim, "failed", error=error, reason="invalid_session_data"
-                )
-                return
-        reason = _reason(result)
-        try:
-            await asyncio.to_thread(
-                self.log.finish,
-                claim,
-                "failed",
-                error=result.error,
-                reason=reason,
-                data=data,
-                usage=usage,
-            )
-        except (TypeError, ValueError):
-            await asyncio.to_thread(
-                self.log.finish, claim, "failed", error=result.error, reason=reason
-            )
-
-    async def _run_tool(
-        self, claim: Claim, model: DurableModel, call: ToolUseBlock, tools: Any
-    ) -> ToolResultBlock:
-        if call.name == ASK and tools.get(ASK) is ask_tool():
-            try:
-                arguments = ask_tool().check_input(thaw(call.input))
-            except ToolInputError as err:
-                return ToolResultBlock(
-                    call.id, f"Invalid input for tool 'ask': {err}", is_error=True
-                )
-            model.asked, model.ask_call = question_for(claim.turn_id, call, arguments), call.id
-            return ToolResultBlock(call.id, "(waiting for the answer)")
-        log, key = self.log, f"tool:{call.id}"
-        step = await asyncio.to_thread(log.step, claim.turn_id, key)
-        if step is not None and step.status == "done":
-            return validate_blocks([step.result])[0]  # type: ignore[return-value]
-        if step is not None:  # started before a crash, never finished
-            tool = tools.get(call.name)
-            if tool is None or not tool.idempotent:
-                block = ToolResultBlock(call.id, _interrupted(call.name), is_error=True)
-                await asyncio.to_thread(
-                    log.finish_tool, claim.session_id, claim.turn_id, call, block
-                )
-                return block
-        else:
-            await asyncio.to_thread(log.start_tool, claim.session_id, claim.turn_id, call)
-        block = await execute_tool_call(call, tools)
-        await asyncio.to_thread(log.finish_tool, claim.session_id, claim.turn_id, call, block)
-        return block
+            with self._lock:
+                self._tasks.pop(claim.turn_id, None)
+                self._cancel_reasons.pop(claim.turn_id, None)
 
 
 def _interrupted(name: str) -> str:
@@ -302,14 +323,10 @@ def _reason(result: Any) -> str:
     return "error"
 
 
-def _usage_dict(usage: Usage) -> dict[str, int]:
-    return dataclasses.asdict(usage)
-
-
 def _response_dict(response: ModelResponse) -> dict[str, Any]:
     return {
         "message": response.message.to_dict(),
-        "usage": _usage_dict(response.usage),
+        "usage": dataclasses.asdict(response.usage),
         "stop_reason": response.stop_reason,
         "raw_stop_reason": response.raw_stop_reason,
     }

@@ -9,7 +9,9 @@ the transaction that uses them: gapless, and in commit order.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -114,10 +116,13 @@ class Store:
         self.engines = engines
         self.enqueue = enqueue  # (conn, turn id, session id): the turn's workflow, in this tx
         self._on_commit = on_commit
+        self._write_lock = threading.Lock() if engines.sqlite else contextlib.nullcontext()
 
     @contextmanager
     def write(self) -> Iterator[Tx]:
-        with self.engines.write.begin() as conn:
+        # On SQLite one writer at a time anyway: queueing here, not in SQLite's
+        # busy handler (which sleeps in steps of up to 100 ms), keeps latency low.
+        with self._write_lock, self.engines.write.begin() as conn:
             tx = Tx(conn)
             yield tx
         if tx.appended and self._on_commit is not None:

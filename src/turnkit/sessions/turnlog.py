@@ -23,7 +23,7 @@ from turnkit.sessions.present import input_message
 from turnkit.sessions.records import Question
 from turnkit.sessions.store import Store, Tx, cut_utf8
 
-__all__ = ["Claim", "Step", "TurnLog"]
+__all__ = ["Claim", "Progress", "Step", "TurnLog"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +37,28 @@ class Claim:
     history: tuple[Message, ...]  # the conversation up to and including this turn's input
     data: dict[str, Any]
     stored: int  # messages this turn has stored so far, its input included
+    resumed: bool  # claimed before (a replay after a crash): its steps may be recorded
+
+
+class Progress:
+    """What a running turn has produced and not yet written: written with its next write.
+
+    Batching keeps a turn to a few transactions: a model reply is written
+    with the ``tool.started`` of its first call, or with the turn's end.
+    """
+
+    __slots__ = ("messages", "steps")
+
+    def __init__(self) -> None:
+        self.steps: list[tuple[str, Any]] = []  # (key, result)
+        self.messages: list[tuple[int, Message]] = []  # (index in the turn, message)
+
+    def take(self) -> Progress:
+        """The buffered writes, leaving this buffer empty."""
+        taken = Progress()
+        taken.steps, self.steps = self.steps, []
+        taken.messages, self.messages = self.messages, []
+        return taken
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,24 +74,39 @@ class TurnLog:
         self.store = store
 
     def claim(self, session_id: str, workflow_id: str) -> Claim | None:
-        """The turn ``workflow_id`` runs: the one it claimed before, else the
-        session's lowest queued turn, claimed now. None when there is none."""
+        """The turn ``workflow_id`` is to run, or None when there is none.
+
+        In order: the turn it claimed before (a recovery); a turn of the
+        session left running by another workflow (the queue runs one
+        workflow per session at a time, so that one is not running: it was
+        recovered and re-queued after a crash; this one adopts the turn, and
+        the other will claim the next); else the lowest queued turn.
+        """
         with self.store.write() as tx:
             row = tx.execute(sa.select(t.turns).where(t.turns.c.workflow_id == workflow_id)).first()
             if row is not None:
-                if row.status != "running":
-                    return None
-            else:
-                row = tx.execute(
-                    sa.select(t.turns)
-                    .where(t.turns.c.session_id == session_id, t.turns.c.status == "queued")
-                    .order_by(t.turns.c.seq)
-                    .limit(1)
-                ).first()
-                if row is None:
-                    return None
-                self._start(tx, row, workflow_id)
-            return self._claim(tx, row)
+                return self._claim(tx, row, True) if row.status == "running" else None
+            row = tx.execute(
+                sa.select(t.turns)
+                .where(t.turns.c.session_id == session_id, t.turns.c.status == "running")
+                .order_by(t.turns.c.seq)
+                .limit(1)
+            ).first()
+            if row is not None:
+                tx.execute(
+                    t.turns.update().where(t.turns.c.id == row.id).values(workflow_id=workflow_id)
+                )
+                return self._claim(tx, row, True)
+            row = tx.execute(
+                sa.select(t.turns)
+                .where(t.turns.c.session_id == session_id, t.turns.c.status == "queued")
+                .order_by(t.turns.c.seq)
+                .limit(1)
+            ).first()
+            if row is None:
+                return None
+            self._start(tx, row, workflow_id)
+            return self._claim(tx, row, False)
 
     def _start(self, tx: Tx, row: Any, workflow_id: str) -> None:
         tx.execute(
@@ -81,7 +118,7 @@ class TurnLog:
         message = input_message(AgentInput.from_dict(json.loads(row.input)), row.id)
         self._add_message(tx, row.session_id, row.id, 0, message)
 
-    def _claim(self, tx: Tx, row: Any) -> Claim:
+    def _claim(self, tx: Tx, row: Any, resumed: bool) -> Claim:
         session = tx.execute(
             sa.select(t.sessions.c.agent, t.sessions.c.data).where(
                 t.sessions.c.id == row.session_id
@@ -103,6 +140,7 @@ class TurnLog:
             tuple(Message.from_dict(json.loads(m.message)) for m in history),
             json.loads(session.data),
             len(own),
+            resumed,
         )
 
     # -- steps ---------------------------------------------------------------
@@ -118,17 +156,26 @@ class TurnLog:
             return None
         return Step(row.status, None if row.result is None else json.loads(row.result))
 
-    def record_step(self, turn_id: str, key: str, result: Any) -> None:
-        """A step that finished with no event of its own (a model reply)."""
+    def write(self, session_id: str, turn_id: str, progress: Progress) -> None:
         with self.store.write() as tx:
-            tx.execute(
-                t.steps.insert().values(
-                    turn_id=turn_id, key=key, status="done", result=dumps(result)
-                )
-            )
+            self._write(tx, session_id, turn_id, progress)
 
-    def start_tool(self, session_id: str, turn_id: str, call: ToolUseBlock) -> None:
+    def _write(self, tx: Tx, session_id: str, turn_id: str, progress: Progress) -> None:
+        for key, result in progress.steps:
+            done = tx.execute(
+                sa.select(t.steps.c.key).where(t.steps.c.turn_id == turn_id, t.steps.c.key == key)
+            ).first()
+            if done is None:
+                values = {"turn_id": turn_id, "key": key, "status": "done"}
+                tx.execute(t.steps.insert().values(**values, result=dumps(result)))
+        for index, message in progress.messages:
+            self._add_message(tx, session_id, turn_id, index, message)
+
+    def start_tool(
+        self, session_id: str, turn_id: str, call: ToolUseBlock, progress: Progress
+    ) -> None:
         with self.store.write() as tx:
+            self._write(tx, session_id, turn_id, progress)
             tx.execute(
                 t.steps.insert().values(turn_id=turn_id, key=f"tool:{call.id}", status="started")
             )
@@ -149,10 +196,6 @@ class TurnLog:
                 tx.emit(session_id, "tool.finished", data, turn_id)
 
     # -- messages and the end ------------------------------------------------
-
-    def add_message(self, session_id: str, turn_id: str, index: int, message: Message) -> None:
-        with self.store.write() as tx:
-            self._add_message(tx, session_id, turn_id, index, message)
 
     def _add_message(
         self, tx: Tx, session_id: str, turn_id: str, index: int, message: Message
@@ -186,6 +229,7 @@ class TurnLog:
         reason: str | None = None,
         data: dict[str, Any] | None = None,
         usage: dict[str, int] | None = None,
+        progress: Progress | None = None,
     ) -> bool:
         """End the turn (once: False when it had already ended)."""
         with self.store.write() as tx:
@@ -194,6 +238,8 @@ class TurnLog:
             ).first()
             if row is None or row.status not in ("queued", "running"):
                 return False
+            if progress is not None:
+                self._write(tx, claim.session_id, claim.turn_id, progress)
             if data is not None:
                 tx.execute(
                     t.sessions.update()
@@ -221,6 +267,7 @@ class TurnLog:
         call_id: str | None,
         pending: list[ToolResultBlock],
         data: dict[str, Any],
+        progress: Progress,
     ) -> bool:
         """End the turn as asking ``question``: the session waits for its answer."""
         with self.store.write() as tx:
@@ -229,6 +276,7 @@ class TurnLog:
             ).first()
             if row is None or row.status not in ("queued", "running"):
                 return False
+            self._write(tx, claim.session_id, claim.turn_id, progress)
             stored = {
                 **question.to_dict(),
                 "call_id": call_id,
