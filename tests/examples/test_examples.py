@@ -28,3 +28,14 @@ def test_local_agent_calls_its_tool() -> None:
     out = run_example("local_agent.py")
     assert "<- tool_result(" in out and "): 42" in out
     assert "answer: " in out
+
+
+def test_support_session_runs_a_durable_turn_and_keeps_its_data() -> None:
+    out = run_example("support_session.py")
+    lines = out.splitlines()
+    kinds = [line.split()[1] for line in lines if line[:2].strip().isdigit()]
+    assert kinds[:3] == ["input.received", "turn.started", "message"]
+    assert kinds[-1] == "turn.completed"
+    assert "status: completed" in out and "answer: " in out
+    renders = kinds.count("message") // 2  # the render runs before every model call
+    assert f"session data: {{'turns': {renders}}}" in out

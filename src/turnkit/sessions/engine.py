@@ -15,8 +15,10 @@ Workflows run on DBOS's own event loop thread, apart from the caller's loop.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import sqlalchemy as sa
@@ -44,6 +46,21 @@ async def _turn_workflow(session_id: str) -> None:
     if runner is None:  # only if DBOS outlives the App that launched it
         raise RuntimeError("no turnkit App is running in this process")
     await runner(DBOS.workflow_id or "", session_id)
+
+
+class _DropCancelled(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "task cancelled" not in record.getMessage()
+
+
+@contextlib.contextmanager
+def _quiet_cancellations() -> Iterator[None]:
+    logger, dropped = logging.getLogger("dbos"), _DropCancelled()
+    logger.addFilter(dropped)
+    try:
+        yield
+    finally:
+        logger.removeFilter(dropped)
 
 
 class DbosEngine:
@@ -126,7 +143,10 @@ class DbosEngine:
         global _runner
         try:
             if self.launched:
-                DBOS.destroy(workflow_completion_timeout_sec=0)
+                # Turns cut short here resume at the next start; DBOS's warning about
+                # each cancelled task would only be noise.
+                with _quiet_cancellations():
+                    DBOS.destroy(workflow_completion_timeout_sec=0)
         finally:
             if self.client is not None:
                 self.client.destroy()
