@@ -12,6 +12,8 @@ __all__ = [
     "ImagePolicyError",
     "InvalidInputError",
     "InvalidMessageError",
+    "MCPServerError",
+    "MCPToolError",
     "ModelNotFoundError",
     "OutputValidationError",
     "PlanError",
@@ -116,6 +118,16 @@ class ToolInputError(TurnkitError, ValueError):
 class OutputValidationError(TurnkitError, ValueError):
     """A model's answer did not match ``AgentConfig.output_type``, even after
     being told what was wrong ``output_retries`` times; ``str(err)`` says why."""
+
+
+class MCPServerError(TurnkitError):
+    """An MCP server could not be started or reached, stopped while a call
+    was running, or did not answer in time. The message names the server."""
+
+
+class MCPToolError(TurnkitError):
+    """An MCP tool answered with an error result; the model gets its text as an
+    error tool_result (this error is never raised to the caller of a run)."""
 
 
 class ModelNotFoundError(TurnkitError, ValueError):

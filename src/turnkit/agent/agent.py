@@ -15,7 +15,7 @@ from turnkit.agent.output import OUTPUT_TOOL, OutputType
 from turnkit.agent.results import RunResult, StreamEvent
 from turnkit.messages import Block, Message, validate_messages
 from turnkit.providers.base import Model, settings_from
-from turnkit.tools import Tool, tool
+from turnkit.tools import Tool, ToolSource, gather_tools, is_tool_source, tool
 
 __all__ = ["Agent"]
 
@@ -59,7 +59,7 @@ class Agent:
         self._config = config
         self._backend = None if config.backend is None else _bind_backend(config)
         self._history = history_input(config.history)
-        tools = _tool_map(config.tools)
+        tools, self._sources = _tool_map(config.tools)
         self._turns = Turns(
             system=config.system,
             tools=tools,
@@ -280,14 +280,27 @@ class Agent:
         before, after = self._config.before_run, self._config.after_run
         if before is not None:
             state.input = await apply_before_run(before, self._context(state))
-        async for event in self._turns.run(model, state, streaming):
-            yield event
+        turns = await self._turns_for_run(state)
+        if turns is not None:
+            async for event in turns.run(model, state, streaming):
+                yield event
         result = state.result()
         if after is not None:
             result = await apply_after_run(after, self._context(state), result)
         if not result.success and streaming:
             yield StreamEvent("error", error=result.error)
         yield StreamEvent("done", result=result)
+
+    async def _turns_for_run(self, state: RunState) -> Turns | None:
+        """The loop with the tools of the agent's sources; None (the run failed) if
+        a source cannot list them, e.g. an MCP server that does not start."""
+        if not self._sources:
+            return self._turns
+        try:
+            return self._turns.with_tools(await gather_tools(self._sources))
+        except Exception as err:
+            state.fail(f"{type(err).__name__}: {err}", exception=err)
+            return None
 
     def _context(self, state: RunState) -> RunContext:
         messages = list(state.input)
@@ -325,14 +338,22 @@ def _output_type(config: AgentConfig, tools: dict[str, Tool]) -> OutputType | No
     return OutputType(config.output_type)
 
 
-def _tool_map(tools: Sequence[Tool | Callable[..., Any]]) -> dict[str, Tool]:
+def _tool_map(
+    tools: Sequence[Tool | Callable[..., Any] | ToolSource],
+) -> tuple[dict[str, Tool], tuple[ToolSource, ...]]:
+    """The tools by name, and the tool sources (MCP servers) listed at run time."""
     found: dict[str, Tool] = {}
+    sources: list[ToolSource] = []
     for item in tools:
+        if is_tool_source(item):
+            sources.append(item)  # type: ignore[arg-type]
+            continue
         if not isinstance(item, Tool):
             if not callable(item):
-                raise TypeError(f"AgentConfig.tools: expected a Tool or a function, got {item!r}")
+                problem = f"expected a Tool, a function or a tool source (MCPServer), got {item!r}"
+                raise TypeError(f"AgentConfig.tools: {problem}")
             item = tool(item)
         if item.name in found:
             raise ValueError(f"AgentConfig.tools: two tools are named {item.name!r}")
         found[item.name] = item
-    return found
+    return found, tuple(sources)

@@ -8,6 +8,7 @@ consistent history behind.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -131,6 +132,23 @@ class Turns:
         self.run_tool = run_tool  # sessions swap in a durable one
         self.output = output
         self.output_retries = output_retries
+
+    def with_tools(self, extra: Sequence[Tool]) -> Turns:
+        """A copy that also offers ``extra`` (tools a source listed for one run)."""
+        if not extra:
+            return self
+        tools = dict(self.tools)
+        for found in extra:
+            if found.name in tools or (self.output is not None and found.name == OUTPUT_TOOL):
+                raise ValueError(
+                    f"two tools are named {found.name!r} (one from a tool source such as an "
+                    "MCP server; give that source a prefix= or include=)"
+                )
+            tools[found.name] = found
+        clone = copy.copy(self)
+        clone.tools = tools
+        clone.specs = tuple(t.spec for t in tools.values())
+        return clone
 
     async def request_for(self, messages: Sequence[Message]) -> ModelRequest:
         """The request for ``messages``: transform, convert, normalize."""

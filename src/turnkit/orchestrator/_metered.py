@@ -26,7 +26,7 @@ from turnkit.orchestrator.tracing import (
     usage_attributes,
 )
 from turnkit.providers.base import Model, ModelRequest, ModelResponse
-from turnkit.tools import Tool, tool
+from turnkit.tools import Tool, is_tool_source, tool
 
 __all__ = ["CallScope", "MeteredModel", "traced_tools"]
 
@@ -142,13 +142,28 @@ class MeteredModel(Model):
         return attributes
 
 
-def traced_tools(tools: Sequence[Tool | Callable[..., Any]], scope: CallScope) -> tuple[Tool, ...]:
-    """``tools`` with each function run inside an ``execute_tool`` span."""
-    traced = []
+def traced_tools(tools: Sequence[Tool | Callable[..., Any]], scope: CallScope) -> tuple[Any, ...]:
+    """``tools`` with each function run inside an ``execute_tool`` span (tool
+    sources, such as MCP servers, give traced tools too)."""
+    traced: list[Any] = []
     for item in tools:
+        if is_tool_source(item):
+            traced.append(_TracedSource(item, scope))
+            continue
         found = item if isinstance(item, Tool) else tool(item)
         traced.append(replace(found, fn=_traced(found, scope)))
     return tuple(traced)
+
+
+class _TracedSource:
+    """A tool source whose tools run inside ``execute_tool`` spans."""
+
+    def __init__(self, source: Any, scope: CallScope) -> None:
+        self.source, self.scope = source, scope
+
+    async def list_tools(self) -> tuple[Tool, ...]:
+        listed = await self.source.list_tools()
+        return tuple(replace(t, fn=_traced(t, self.scope)) for t in listed)
 
 
 def _traced(found: Tool, scope: CallScope) -> Callable[..., Any]:
