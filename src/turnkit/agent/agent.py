@@ -350,7 +350,7 @@ def _tool_map(
             continue
         if not isinstance(item, Tool):
             if not callable(item):
-                problem = f"expected a Tool, a function or a tool source (MCPServer), got {item!r}"
+                problem = f"expected a Tool or a function (or an MCPServer), got {item!r}"
                 raise TypeError(f"AgentConfig.tools: {problem}")
             item = tool(item)
         if item.name in found:
