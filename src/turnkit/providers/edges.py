@@ -57,6 +57,7 @@ __all__ = [
     "check_history_start",
     "data_url",
     "drop_empty_text",
+    "failure_reported",
     "file_media_type",
     "is_retryable_status",
     "provider_error",
@@ -347,9 +348,11 @@ def retry_after_seconds(headers: Any) -> float | None:
     return None
 
 
-_NOT_RETRYABLE_TYPES = frozenset(
-    {"invalid_request_error", "authentication_error", "permission_error", "not_found_error"}
+_RETRYABLE_FAILURES = frozenset(
+    {"server_error", "api_error", "overloaded_error", "rate_limit_exceeded", "rate_limit_error"}
 )
+"""Error types (Anthropic) and codes (OpenAI) sent inside a stream or a response
+that say the server failed, is overloaded or is rate limited: worth retrying."""
 
 
 def transport_errors() -> tuple[type[BaseException], ...]:
@@ -393,12 +396,11 @@ def provider_error(err: BaseException, provider: str, *, sdk_retries: int = 0) -
     message = _message_of(err)
     if status is None or status < 400:
         kind = _error_type(getattr(err, "body", None))
+        if kind is not None:
+            return failure_reported(message, kind, provider)
         connecting = type(err).__name__ in _SDK_CONNECTION_ERRORS
         return ProviderError(
-            message,
-            provider=provider,
-            retryable=kind not in _NOT_RETRYABLE_TYPES,
-            retried=connecting and sdk_retries > 0,
+            message, provider=provider, retryable=True, retried=connecting and sdk_retries > 0
         )
     headers = getattr(getattr(err, "response", None), "headers", None)
     retryable = is_retryable_status(status)
@@ -410,6 +412,16 @@ def provider_error(err: BaseException, provider: str, *, sdk_retries: int = 0) -
         retry_after=retry_after_seconds(headers),
         retried=retryable and sdk_retries > 0,
     )
+
+
+def failure_reported(message: str | None, kind: str | None, provider: str) -> ProviderError:
+    """An error a provider sent inside a stream or a response, after HTTP 200.
+
+    Retryable when its type says the server failed, is overloaded or is rate
+    limited; the SDK never retried it.
+    """
+    text = message or f"the response failed ({kind or 'no reason given'})"
+    return ProviderError(text, provider=provider, retryable=kind in _RETRYABLE_FAILURES)
 
 
 def _status_of(err: BaseException) -> int | None:

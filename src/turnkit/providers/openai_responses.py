@@ -78,6 +78,7 @@ from turnkit.providers.base import (
 )
 from turnkit.providers.edges import (
     data_url,
+    failure_reported,
     provider_error,
     refuse,
     tool_call,
@@ -94,7 +95,6 @@ _INCOMPLETE: dict[str, StopReason] = {
     "max_output_tokens": "max_tokens",
     "content_filter": "refusal",
 }
-_RETRYABLE_CODES = frozenset({"server_error", "rate_limit_exceeded"})
 _FINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
 
 
@@ -148,7 +148,7 @@ class OpenAIResponsesModel(Model):
                     if event.type in _FINAL_EVENTS:
                         final = event.response
                     elif event.type == "error":
-                        raise _failure(event.message, event.code)
+                        raise failure_reported(event.message, event.code, PROVIDER)
                     elif (out := _stream_event(event)) is not None:
                         yield out
         except (openai.APIError, *transport_errors()) as err:
@@ -207,7 +207,8 @@ class OpenAIResponsesModel(Model):
         """A canonical response from an SDK ``Response``."""
         if reply.status == "failed":
             error = reply.error
-            raise _failure(getattr(error, "message", None), getattr(error, "code", None))
+            message, code = getattr(error, "message", None), getattr(error, "code", None)
+            raise failure_reported(message, code, PROVIDER)
         blocks: list[Any] = []
         refused = False
         output = list(reply.output or [])
@@ -447,9 +448,3 @@ def _stream_event(event: Any) -> ModelEvent | None:
 
 
 # -- errors -------------------------------------------------------------------
-
-
-def _failure(message: str | None, code: str | None) -> ProviderError:
-    """A failure reported inside a response or a stream rather than by HTTP status."""
-    text = message or f"the response failed ({code or 'no reason given'})"
-    return ProviderError(text, provider=PROVIDER, retryable=code in _RETRYABLE_CODES)
