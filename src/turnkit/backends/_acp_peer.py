@@ -42,7 +42,14 @@ _STOPS: dict[str, tuple[str, str | None]] = {
 
 
 class AcpStartError(Exception):
-    """The agent process could not be started, initialized or given a session."""
+    """The agent process could not be started, initialized or given a session.
+
+    ``timed_out``: the turn's timeout passed while it was starting.
+    """
+
+    def __init__(self, message: str, *, timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
 
 
 class AcpPeer:
@@ -75,7 +82,9 @@ class AcpPeer:
             await peer.close()
             if not isinstance(err, Exception):
                 raise
-            raise AcpStartError(peer.failure("failed to start", err)) from err
+            timed_out = isinstance(err, TimeoutError)
+            message = peer.failure("failed to start", err)
+            raise AcpStartError(message, timed_out=timed_out) from err
         return peer
 
     async def _open(self) -> None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from turnkit.agent.results import RunResult, StreamEvent
 from turnkit.errors import InvalidMessageError
-from turnkit.messages._checks import kind_of
+from turnkit.messages._checks import kind_of, need_str
 
 if TYPE_CHECKING:
     from turnkit.agent.config import AgentConfig
@@ -90,7 +90,7 @@ def text_input(value: object, backend: Backend) -> str:
     process starts.
     """
     if isinstance(value, str):
-        return value
+        return need_str(value, "input")  # a plain str of valid Unicode
     if isinstance(value, (list, tuple)):
         problem = (
             f"{type(backend).__name__} takes text only: structured input (a list of "

@@ -23,7 +23,7 @@ from turnkit.backends.permissions import PermissionPolicy, check_permission_poli
 
 if TYPE_CHECKING:
     from turnkit._loop_thread import LoopThread
-    from turnkit.backends._acp_peer import AcpPeer
+    from turnkit.backends._acp_peer import AcpPeer, AcpStartError
 
 __all__ = ["AcpBackend"]
 
@@ -104,7 +104,7 @@ class AcpBackend(Backend):
         try:
             peer = await AcpPeer.start(self, deadline)
         except AcpStartError as err:
-            yield StreamEvent("done", result=RunResult(False, stop_reason="error", error=str(err)))
+            yield StreamEvent("done", result=_start_failed(err))
             return
         try:
             async with aclosing(peer.turn(prompt, deadline)) as events:
@@ -116,6 +116,11 @@ class AcpBackend(Backend):
     def conversation(self) -> Conversation:
         """One session for an Agent's ``prompt()`` turns."""
         return _AcpSession(self)
+
+
+def _start_failed(err: AcpStartError) -> RunResult:
+    """The result of a turn whose agent did not start (in time: ``timeout``)."""
+    return RunResult(False, stop_reason="timeout" if err.timed_out else "error", error=str(err))
 
 
 class _Leftovers:
@@ -172,7 +177,7 @@ class _AcpSession(Conversation):
                 try:
                     peer = self._peer = await AcpPeer.start(self._backend, deadline)
                 except AcpStartError as err:
-                    return RunResult(False, stop_reason="error", error=str(err))
+                    return _start_failed(err)
                 self._leftovers.peer = peer
             result: RunResult | None = None
             try:

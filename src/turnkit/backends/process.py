@@ -24,7 +24,10 @@ from turnkit.backends._procs import (
 )
 from turnkit.messages import Message, Origin, TextBlock
 
-__all__ = ["ProcessBackend"]
+__all__ = ["DEFAULT_MAX_OUTPUT_BYTES", "ProcessBackend"]
+
+DEFAULT_MAX_OUTPUT_BYTES = 16 * 1024 * 1024
+"""The most stdout one ProcessBackend turn may write before it is killed."""
 
 
 class ProcessBackend(Backend):
@@ -42,15 +45,21 @@ class ProcessBackend(Backend):
       then empty).
     - ``cwd``, ``env``: as for :mod:`subprocess` (None: inherit).
     - ``timeout_s``: the most a turn may take, from start to exit.
+    - ``max_output_bytes``: the most stdout a turn may write (default
+      :data:`DEFAULT_MAX_OUTPUT_BYTES`, 16 MiB); past it the process group is
+      killed and the run fails (stderr keeps only its last 64 KiB anyway).
 
     The reply is stdout as is, decoded as UTF-8: ``RunResult.output`` and one
     assistant message (``origin`` ``{"provider": "process", "model": <program>}``,
     ``metadata`` ``{"exit_code": 0, "stderr": <its end>}``); ``stream()``
     yields it as ``text_delta`` events while it arrives. A non-zero exit fails
     the run with the exit code and the end of stderr, a timeout fails it with
-    ``stop_reason="timeout"``. The process leads its own process group, which
-    is killed when the turn ends, times out or is cancelled: nothing it
-    started outlives the turn.
+    ``stop_reason="timeout"``. A prompt the process cannot be given (text
+    that is not valid Unicode; a NUL character in an argument) fails the run
+    before anything starts. stdin is always closed after the prompt, so a
+    process that reads to the end of it never waits for more. The process
+    leads its own process group, which is killed when the turn ends, times
+    out or is cancelled: nothing it started outlives the turn.
     """
 
     def __init__(
@@ -60,6 +69,7 @@ class ProcessBackend(Backend):
         cwd: str | Path | None = None,
         env: Mapping[str, str] | None = None,
         timeout_s: float | None = None,
+        max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
     ) -> None:
         self.command = check_command(command, "ProcessBackend")
         if prompt_via not in ("stdin", "argument"):
@@ -70,6 +80,11 @@ class ProcessBackend(Backend):
         self.cwd = cwd
         self.env = None if env is None else dict(env)
         self.timeout_s = check_timeout(timeout_s, "ProcessBackend")
+        if type(max_output_bytes) is not int or max_output_bytes < 1:
+            raise ValueError(
+                f"ProcessBackend: max_output_bytes must be a positive int, got {max_output_bytes!r}"
+            )
+        self.max_output_bytes = max_output_bytes
 
     def __repr__(self) -> str:
         return f"ProcessBackend({list(self.command)!r})"
@@ -77,31 +92,35 @@ class ProcessBackend(Backend):
     async def turn(self, prompt: str) -> AsyncIterator[StreamEvent]:
         """Run the process on ``prompt``; text deltas, then ``done``."""
         label = _label(self.command)
-        deadline = deadline_after(self.timeout_s)
         by_stdin = self.prompt_via == "stdin"
+        problem = _prompt_problem(prompt, by_stdin)
+        if problem is not None:
+            yield _done(RunResult(False, stop_reason="error", error=f"{label}: {problem}"))
+            return
+        deadline = deadline_after(self.timeout_s)
         args = self.command if by_stdin else (*self.command, prompt)
         stdin = asyncio.subprocess.PIPE if by_stdin else asyncio.subprocess.DEVNULL
         try:
             process = await spawn(args, cwd=self.cwd, env=self.env, stdin=stdin)
-        except OSError as err:
+        except (OSError, ValueError) as err:  # ValueError: a NUL in the command or env
             error = f"could not start {label}: {err}"
             yield _done(RunResult(False, stop_reason="error", error=error))
             return
         stderr = StderrTail(process.stderr)
-        feeder = asyncio.create_task(_feed(process.stdin, prompt)) if by_stdin else None
-        chunks: list[str] = []
+        feeder = asyncio.create_task(_feed(process.stdin, prompt.encode())) if by_stdin else None
+        output = _Output(self.max_output_bytes)
         code: int | None = None
         try:
             assert process.stdout is not None
-            decoder = codecs.getincrementaldecoder("utf-8")("replace")
             while data := await within(process.stdout.read(65536), deadline):
-                if text := decoder.decode(data):
-                    chunks.append(text)
+                if text := output.add(data):
                     yield StreamEvent("text_delta", text=text)
-            if text := decoder.decode(b"", final=True):
-                chunks.append(text)
+                if output.over:
+                    break
+            if text := output.finish():
                 yield StreamEvent("text_delta", text=text)
-            code = await within(process.wait(), deadline)
+            if not output.over:
+                code = await within(process.wait(), deadline)
         except TimeoutError:
             pass
         finally:
@@ -110,7 +129,14 @@ class ProcessBackend(Backend):
                 feeder.cancel()
                 await asyncio.gather(feeder, return_exceptions=True)
             await stderr.settle()
-        yield _done(self._result(label, code, "".join(chunks), stderr.text()))
+        if output.over:
+            error = (
+                f"{label} wrote more than {self.max_output_bytes} bytes to stdout "
+                "(max_output_bytes); its process group was killed"
+            )
+            yield _done(RunResult(False, stop_reason="error", error=error))
+            return
+        yield _done(self._result(label, code, output.text(), stderr.text()))
 
     def _result(self, label: str, code: int | None, output: str, stderr: str) -> RunResult:
         if code is None:
@@ -125,15 +151,62 @@ class ProcessBackend(Backend):
         return RunResult(True, output, (message,), stop_reason="end_turn")
 
 
-async def _feed(stdin: asyncio.StreamWriter | None, prompt: str) -> None:
-    """Write the prompt to the process and close its stdin (it may not read it)."""
+async def _feed(stdin: asyncio.StreamWriter | None, data: bytes) -> None:
+    """Write the prompt to the process, then close its stdin, whatever happens."""
     assert stdin is not None
-    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-        stdin.write(prompt.encode())
-        await stdin.drain()
-    stdin.close()
+    try:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            stdin.write(data)
+            await stdin.drain()
+    finally:
+        stdin.close()
     with contextlib.suppress(BrokenPipeError, ConnectionResetError):
         await stdin.wait_closed()
+
+
+def _prompt_problem(prompt: str, by_stdin: bool) -> str | None:
+    """Why ``prompt`` cannot be given to a process, or None."""
+    if not isinstance(prompt, str):
+        return f"the prompt must be a string, got {type(prompt).__name__}"
+    try:
+        prompt.encode()
+    except UnicodeEncodeError as err:
+        return (
+            f"the prompt holds a lone surrogate at position {err.start} "
+            "(not valid Unicode); it cannot be sent"
+        )
+    if not by_stdin and "\0" in prompt:
+        return "the prompt holds a NUL character, which a command-line argument cannot carry"
+    return None
+
+
+class _Output:
+    """stdout decoded as it arrives, up to ``limit`` bytes."""
+
+    def __init__(self, limit: int) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._chunks: list[str] = []
+        self._size = 0
+        self._limit = limit
+        self.over = False
+
+    def add(self, data: bytes) -> str:
+        room = self._limit - self._size
+        if len(data) > room:
+            data, self.over = data[:room], True
+        self._size += len(data)
+        return self._keep(self._decoder.decode(data))
+
+    def finish(self) -> str:
+        return self._keep(self._decoder.decode(b"", final=True))
+
+    def _keep(self, text: str) -> str:
+        if text:
+            self._chunks.append(text)
+        return text
+
+    def text(self) -> str:
+        return "".join(self._chunks)
 
 
 def _label(command: Sequence[str]) -> str:

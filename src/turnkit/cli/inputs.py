@@ -18,6 +18,10 @@ _SIGNATURES = (
 )
 
 
+MAX_IMAGE_BYTES = 20 * 1024 * 1024
+"""The largest image file ``--image`` reads (the default ImagePolicy limit)."""
+
+
 class UsageError(Exception):
     """Bad usage or input: reported as one line, exit code 2."""
 
@@ -38,14 +42,38 @@ def image_block(value: str) -> ImageBlock:
             return ImageBlock(UrlSource(value))
     except InvalidMessageError as err:
         raise UsageError(f"--image {value}: {err.problem}") from None
-    path = Path(value).expanduser()
-    if not path.is_file():
-        raise UsageError(f"--image {value}: no such file")
-    data = path.read_bytes()
+    data = _read_image_file(value)
     media_type = _sniff(data)
     if media_type is None:
         raise UsageError(f"--image {value}: not a PNG, JPEG, GIF or WebP image")
     return ImageBlock(Base64Source(media_type, base64.b64encode(data).decode("ascii")))
+
+
+def _read_image_file(value: str) -> bytes:
+    """The bytes of a regular file of at most MAX_IMAGE_BYTES, or UsageError."""
+    import os
+    import stat
+
+    try:
+        path = Path(value).expanduser()
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise UsageError(f"--image {value}: not a regular file")
+        if info.st_size > MAX_IMAGE_BYTES:
+            raise UsageError(f"--image {value}: larger than {MAX_IMAGE_BYTES} bytes")
+        with path.open("rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):  # replaced since stat()
+                raise UsageError(f"--image {value}: not a regular file")
+            data = file.read(MAX_IMAGE_BYTES + 1)
+    except FileNotFoundError:
+        raise UsageError(f"--image {value}: no such file") from None
+    except OSError as err:
+        raise UsageError(f"--image {value}: {err.strerror or err}") from None
+    except (RuntimeError, ValueError) as err:  # ~nouser, a NUL in the path
+        raise UsageError(f"--image {value}: {err}") from None
+    if len(data) > MAX_IMAGE_BYTES:
+        raise UsageError(f"--image {value}: larger than {MAX_IMAGE_BYTES} bytes")
+    return data
 
 
 def _sniff(data: bytes) -> str | None:

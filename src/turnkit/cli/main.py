@@ -92,23 +92,35 @@ def _chat(args: argparse.Namespace) -> int:
     printer.note(
         f"Chatting with {agent._resolved_model().id}. /reset clears, /exit or Ctrl-D quits."
     )
+    last: RunResult | None = None
     while True:
         try:
-            line = input("you> ")
-        except EOFError:
-            return 0
+            line = _text(input("you> "))
+        except UnicodeDecodeError:  # a strict stdin
+            raise UsageError("standard input is not UTF-8 text") from None
+        except EOFError:  # the input ended: the exit code tells how the last turn went
+            return 0 if last is None else _exit_code(last)
         if line.strip() in ("/exit", "/quit"):
             return 0
         if line.strip() == "/reset":
-            agent = _agent(args)
+            agent, last = _agent(args), None
             continue
         if not line.strip():
             continue
         turn = Message.user(line)
-        result = asyncio.run(printer.stream(agent.stream([*agent.get_history(), turn])))
-        if result.success:
-            for message in (turn, *result.messages):
+        last = asyncio.run(printer.stream(agent.stream([*agent.get_history(), turn])))
+        if last.success:
+            for message in (turn, *last.messages):
                 agent.add_message(message)
+
+
+def _text(line: str) -> str:
+    """A line of stdin, refused unless it was UTF-8 (stdin may decode with surrogateescape)."""
+    try:
+        line.encode()
+    except UnicodeEncodeError:
+        raise UsageError("standard input is not UTF-8 text") from None
+    return line
 
 
 def _models(args: argparse.Namespace) -> int:
