@@ -56,8 +56,9 @@ inputs = sa.Table(
     sa.Column("idempotency_key", sa.String(500)),
     sa.Column("answers", sa.String(64)),  # the question this input names as answered
     sa.Column("received_at", sa.Float, nullable=False),
-    sa.Column("held", sa.Boolean, nullable=False, default=False),
-    sa.Column("turn_id", sa.String(64)),
+    sa.Column("held", sa.Boolean, nullable=False, default=False),  # waited for an answer
+    sa.Column("turn_id", sa.String(64)),  # the turn that runs it
+    sa.Column("steering_of", sa.String(64)),  # the answer's turn it was delivered with
     sa.UniqueConstraint("session_id", "seq", name="uq_turnkit_inputs_seq"),
     sa.UniqueConstraint("session_id", "idempotency_key", name="uq_turnkit_inputs_idem"),
 )
@@ -71,6 +72,7 @@ turns = sa.Table(
     sa.Column("input_id", sa.String(64), nullable=False),
     sa.Column("status", sa.String(16), nullable=False),
     sa.Column("input", sa.Text, nullable=False),  # the AgentInput, as JSON
+    sa.Column("resume", sa.Text),  # an answer's turn: the ask call it answers, held results
     sa.Column("output", sa.Text),
     sa.Column("question", sa.Text),
     sa.Column("error", sa.Text),
@@ -117,6 +119,19 @@ events = sa.Table(
     sa.Column("timestamp", sa.Float, nullable=False),
     sa.Column("data", sa.Text, nullable=False),
     sa.UniqueConstraint("session_id", "seq", name="uq_turnkit_events_seq"),
+)
+
+subscriptions = sa.Table(
+    "turnkit_subscriptions",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("subscriber_id", sa.String(64), nullable=False),
+    sa.Column("to_session", sa.String(64)),
+    sa.Column("to_agent", sa.String(200)),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.UniqueConstraint("subscriber_id", "to_session", "to_agent", name="uq_turnkit_subs"),
+    sa.Index("ix_turnkit_subs_session", "to_session"),
+    sa.Index("ix_turnkit_subs_agent", "to_agent"),
 )
 
 meta = sa.Table(

@@ -20,7 +20,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from turnkit.errors import SessionEndedError, SessionNotFoundError, TurnNotFoundError
+from turnkit.errors import SessionNotFoundError, TurnNotFoundError
 from turnkit.messages import Message
 from turnkit.sessions import schema as t
 from turnkit.sessions._db import Engines, dumps, now
@@ -43,7 +43,15 @@ def when(seconds: float | None) -> datetime | None:
 class NewInput:
     """An input about to be stored (already checked by the caller)."""
 
-    __slots__ = ("answers", "details", "idempotency_key", "payload_json", "source", "text")
+    __slots__ = (
+        "answers",
+        "describe",
+        "details",
+        "idempotency_key",
+        "payload_json",
+        "source",
+        "text",
+    )
 
     def __init__(
         self,
@@ -53,6 +61,7 @@ class NewInput:
         details: dict[str, Any],
         idempotency_key: str | None = None,
         answers: str | None = None,
+        describe: str | None = None,
     ) -> None:
         self.source = source
         self.text = text
@@ -60,6 +69,7 @@ class NewInput:
         self.details = details  # more AgentInput fields: channel, webhook, schedule, event
         self.idempotency_key = idempotency_key
         self.answers = answers
+        self.describe = describe  # the text its input.received event shows, if not its own
 
 
 class Tx:
@@ -247,69 +257,12 @@ class Store:
     # -- inputs --------------------------------------------------------------
 
     def accept_input(self, session_id: str, new: NewInput) -> Receipt:
-        """Store an input and queue its turn, or return the first receipt of its key."""
-        with self.write() as tx:
-            row = tx.execute(
-                sa.select(t.sessions.c.ended).where(t.sessions.c.id == session_id)
-            ).first()
-            if row is None:
-                raise SessionNotFoundError(session_id)
-            if new.idempotency_key is not None:
-                first = tx.execute(
-                    sa.select(t.inputs.c.id, t.inputs.c.turn_id, t.inputs.c.held).where(
-                        t.inputs.c.session_id == session_id,
-                        t.inputs.c.idempotency_key == new.idempotency_key,
-                    )
-                ).first()
-                if first is not None:
-                    status = "held" if first.held else "queued"
-                    return Receipt(first.id, first.turn_id, status, duplicate=True)
-            if row.ended:
-                raise SessionEndedError(session_id)
-            return self._insert_input(tx, session_id, new)
+        """Store an input and route it (see :mod:`turnkit.sessions.routing`);
+        a repeated idempotency key gets its first receipt back."""
+        from turnkit.sessions.routing import accept
 
-    def _insert_input(self, tx: Tx, session_id: str, new: NewInput) -> Receipt:
-        input_id, turn_id, received = new_id("in"), new_id("turn"), now()
-        seq = tx.bump(session_id, "input_seq")
-        tx.execute(
-            t.inputs.insert().values(
-                id=input_id,
-                session_id=session_id,
-                seq=seq,
-                source=new.source,
-                text=new.text,
-                payload=new.payload_json,
-                details=dumps(new.details),
-                idempotency_key=new.idempotency_key,
-                answers=new.answers,
-                received_at=received,
-                held=False,
-                turn_id=turn_id,
-            )
-        )
-        agent_input = {
-            **new.details,
-            "id": input_id,
-            "source": new.source,
-            "text": new.text,
-            "payload": json.loads(new.payload_json),
-            "received_at": when(received).isoformat(),  # type: ignore[union-attr]
-        }
-        tx.execute(
-            t.turns.insert().values(
-                id=turn_id,
-                session_id=session_id,
-                seq=tx.bump(session_id, "turn_seq"),
-                input_id=input_id,
-                status="queued",
-                input=dumps(agent_input),
-                queued_at=received,
-            )
-        )
-        self.enqueue(tx.conn, turn_id, session_id)
-        data = {"input_id": input_id, "source": new.source, "text": new.text, "held": False}
-        tx.emit(session_id, "input.received", data, turn_id)
-        return Receipt(input_id, turn_id, "queued")
+        with self.write() as tx:
+            return accept(self, tx, session_id, new)
 
     # -- turns ---------------------------------------------------------------
 

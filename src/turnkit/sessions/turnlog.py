@@ -21,6 +21,7 @@ from turnkit.sessions._db import dumps, now
 from turnkit.sessions.inputs import AgentInput
 from turnkit.sessions.present import input_message
 from turnkit.sessions.records import Question
+from turnkit.sessions.routing import hold_queued
 from turnkit.sessions.store import Store, Tx, cut_utf8
 
 __all__ = ["Claim", "Progress", "Step", "TurnLog"]
@@ -115,7 +116,8 @@ class TurnLog:
             .values(status="running", workflow_id=workflow_id, started_at=now())
         )
         tx.emit(row.session_id, "turn.started", {"input": json.loads(row.input)}, row.id)
-        message = input_message(AgentInput.from_dict(json.loads(row.input)), row.id)
+        resume = None if row.resume is None else json.loads(row.resume)
+        message = input_message(AgentInput.from_dict(json.loads(row.input)), row.id, resume)
         self._add_message(tx, row.session_id, row.id, 0, message)
 
     def _claim(self, tx: Tx, row: Any, resumed: bool) -> Claim:
@@ -298,6 +300,7 @@ class TurnLog:
                 "options": [{"label": o.label, "value": o.value} for o in question.options],
             }
             tx.emit(claim.session_id, "question.asked", asked, claim.turn_id)
+            hold_queued(self.store, tx, claim.session_id)
             self.store.end_turn(
                 tx, claim.session_id, claim.turn_id, "completed", output=question.text
             )

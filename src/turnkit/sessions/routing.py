@@ -1,0 +1,229 @@
+"""Where an accepted input goes: its own turn, held while a question is open, or the answer.
+
+All of it happens inside the transaction that stores the input, with the
+session row locked, so an answer racing a held input gets one consistent
+outcome, and nothing held is lost or delivered twice, even across a crash.
+
+- No open question: the input gets a queued turn.
+- A question is open and the input answers it (it comes from a person,
+  ``user`` or ``channel``, or names the question with ``answers``): the
+  answer's turn is queued with ``answer`` and ``steering`` set. Steering is
+  the held inputs in arrival order, up to :data:`MAX_STEERING_ITEMS` items
+  and :data:`MAX_STEERING_BYTES` of their text and payload as UTF-8 JSON;
+  the rest get ordinary turns after the answer's, in order.
+- Otherwise the input is held: it runs no turn of its own.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import sqlalchemy as sa
+
+from turnkit.errors import SessionEndedError, SessionNotFoundError
+from turnkit.sessions import schema as t
+from turnkit.sessions._db import dumps, now
+from turnkit.sessions.ask import answer_value
+from turnkit.sessions.records import Question, Receipt
+
+__all__ = ["MAX_STEERING_BYTES", "MAX_STEERING_ITEMS", "accept", "hold_queued"]
+
+MAX_STEERING_ITEMS = 32
+MAX_STEERING_BYTES = 64 * 1024
+PEOPLE = ("user", "channel")
+
+
+def accept(store: Any, tx: Any, session_id: str, new: Any) -> Receipt:
+    """Store ``new`` (a NewInput) in ``session_id`` and route it; its receipt."""
+    session = tx.execute(
+        sa.select(t.sessions.c.ended, t.sessions.c.question)
+        .where(t.sessions.c.id == session_id)
+        .with_for_update()
+    ).first()
+    if session is None:
+        raise SessionNotFoundError(session_id)
+    if new.idempotency_key is not None:
+        first = tx.execute(
+            sa.select(t.inputs.c.id, t.inputs.c.turn_id).where(
+                t.inputs.c.session_id == session_id,
+                t.inputs.c.idempotency_key == new.idempotency_key,
+            )
+        ).first()
+        if first is not None:
+            status = "queued" if first.turn_id else "held"
+            return Receipt(first.id, first.turn_id, status, duplicate=True)
+    if session.ended:
+        raise SessionEndedError(session_id)
+    stored = None if session.question is None else json.loads(session.question)
+    if stored is None:
+        input_id, agent_input = _insert(store, tx, session_id, new, held=False)
+        turn_id = create_turn(store, tx, session_id, input_id, agent_input)
+        _received(tx, session_id, input_id, new, turn_id, held=False)
+        return Receipt(input_id, turn_id, "queued")
+    if new.answers == stored["id"] or (new.answers is None and new.source in PEOPLE):
+        return _answer(store, tx, session_id, new, stored)
+    input_id, _ = _insert(store, tx, session_id, new, held=True)
+    _received(tx, session_id, input_id, new, None, held=True)
+    return Receipt(input_id, None, "held")
+
+
+def _insert(
+    store: Any, tx: Any, session_id: str, new: Any, held: bool
+) -> tuple[str, dict[str, Any]]:
+    from turnkit.sessions.store import new_id, when
+
+    input_id, received = new_id("in"), now()
+    tx.execute(
+        t.inputs.insert().values(
+            id=input_id,
+            session_id=session_id,
+            seq=tx.bump(session_id, "input_seq"),
+            source=new.source,
+            text=new.text,
+            payload=new.payload_json,
+            details=dumps(new.details),
+            idempotency_key=new.idempotency_key,
+            answers=new.answers,
+            received_at=received,
+            held=held,
+        )
+    )
+    agent_input = {
+        **new.details,
+        "id": input_id,
+        "source": new.source,
+        "text": new.text,
+        "payload": json.loads(new.payload_json),
+        "received_at": when(received).isoformat(),  # type: ignore[union-attr]
+    }
+    return input_id, agent_input
+
+
+def _received(
+    tx: Any, session_id: str, input_id: str, new: Any, turn_id: str | None, held: bool
+) -> None:
+    text = new.text if new.describe is None else new.describe
+    data = {"input_id": input_id, "source": new.source, "text": text, "held": held}
+    tx.emit(session_id, "input.received", data, turn_id)
+
+
+def create_turn(
+    store: Any,
+    tx: Any,
+    session_id: str,
+    input_id: str,
+    agent_input: dict[str, Any],
+    resume: dict[str, Any] | None = None,
+) -> str:
+    """A queued turn for ``input_id``, its workflow enqueued in this transaction."""
+    from turnkit.sessions.store import new_id
+
+    turn_id = new_id("turn")
+    tx.execute(
+        t.turns.insert().values(
+            id=turn_id,
+            session_id=session_id,
+            seq=tx.bump(session_id, "turn_seq"),
+            input_id=input_id,
+            status="queued",
+            input=dumps(agent_input),
+            resume=None if resume is None else dumps(resume),
+            queued_at=now(),
+        )
+    )
+    tx.execute(t.inputs.update().where(t.inputs.c.id == input_id).values(turn_id=turn_id))
+    store.enqueue(tx.conn, turn_id, session_id)
+    return turn_id
+
+
+def _answer(store: Any, tx: Any, session_id: str, new: Any, stored: dict[str, Any]) -> Receipt:
+    question = Question.from_dict(stored)
+    input_id, agent_input = _insert(store, tx, session_id, new, held=False)
+    value = answer_value(question, new.text)
+    agent_input["answer"] = {"question_id": question.id, "text": new.text, "value": value}
+    held = tx.execute(
+        sa.select(t.inputs)
+        .where(
+            t.inputs.c.session_id == session_id,
+            t.inputs.c.held.is_(True),
+            t.inputs.c.turn_id.is_(None),
+            t.inputs.c.steering_of.is_(None),
+        )
+        .order_by(t.inputs.c.seq)
+    ).all()
+    steering, overflow = _split(held)
+    agent_input["steering"] = [_held_item(row) for row in steering]
+    resume = {"call_id": stored.get("call_id"), "results": stored.get("results", [])}
+    turn_id = create_turn(store, tx, session_id, input_id, agent_input, resume)
+    if steering:
+        tx.execute(
+            t.inputs.update()
+            .where(t.inputs.c.id.in_([row.id for row in steering]))
+            .values(steering_of=turn_id)
+        )
+    for row in overflow:
+        create_turn(store, tx, session_id, row.id, _own_input(row))
+    tx.execute(t.sessions.update().where(t.sessions.c.id == session_id).values(question=None))
+    _received(tx, session_id, input_id, new, turn_id, held=False)
+    return Receipt(input_id, turn_id, "queued")
+
+
+def _size(row: Any) -> int:
+    return len(dumps({"text": row.text, "payload": json.loads(row.payload)}).encode("utf-8"))
+
+
+def _split(rows: list[Any]) -> tuple[list[Any], list[Any]]:
+    """Held inputs that fit in the steering bounds, in order, and the rest."""
+    total = 0
+    for index, row in enumerate(rows):
+        total += _size(row)
+        if index >= MAX_STEERING_ITEMS or total > MAX_STEERING_BYTES:
+            return rows[:index], rows[index:]
+    return rows, []
+
+
+def _held_item(row: Any) -> dict[str, Any]:
+    from turnkit.sessions.store import when
+
+    details = json.loads(row.details)
+    return {
+        "text": row.text,
+        "payload": json.loads(row.payload),
+        "channel": details.get("channel"),
+        "received_at": when(row.received_at).isoformat(),  # type: ignore[union-attr]
+        "provider_time": details.get("provider_time"),
+        "source": row.source,
+    }
+
+
+def _own_input(row: Any) -> dict[str, Any]:
+    from turnkit.sessions.store import when
+
+    return {
+        **json.loads(row.details),
+        "id": row.id,
+        "source": row.source,
+        "text": row.text,
+        "payload": json.loads(row.payload),
+        "received_at": when(row.received_at).isoformat(),  # type: ignore[union-attr]
+    }
+
+
+def hold_queued(store: Any, tx: Any, session_id: str) -> None:
+    """A question was just asked: inputs still waiting for a turn are held instead.
+
+    They were written without seeing the question, so none of them answers
+    it; each one's turn is cancelled (``reason="held"``) and the input joins
+    the steering of the answer.
+    """
+    queued = tx.execute(
+        sa.select(t.turns.c.id, t.turns.c.input_id)
+        .where(t.turns.c.session_id == session_id, t.turns.c.status == "queued")
+        .order_by(t.turns.c.seq)
+    ).all()
+    for turn_id, input_id in queued:
+        store.end_turn(tx, session_id, turn_id, "cancelled", reason="held")
+        tx.execute(
+            t.inputs.update().where(t.inputs.c.id == input_id).values(held=True, turn_id=None)
+        )
