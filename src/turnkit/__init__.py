@@ -43,7 +43,15 @@ __version__ = "0.1.0"
 # sessions (DBOS and SQLAlchemy are heavy) and the orchestrator.
 _LAZY = {
     **dict.fromkeys(
-        ("App", "AgentInput", "use_input", "use_current_input", "use_tool", "use_session_data"),
+        (
+            "App",
+            "AgentInput",
+            "subagent",
+            "use_input",
+            "use_current_input",
+            "use_tool",
+            "use_session_data",
+        ),
         "turnkit.sessions",
     ),
     **dict.fromkeys(
@@ -123,6 +131,7 @@ __all__ = [
     "message_text_body",
     "normalize_tool_call_history",
     "resolve_model",
+    "subagent",
     "tool",
     "use_current_input",
     "use_input",

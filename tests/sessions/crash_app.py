@@ -54,8 +54,43 @@ def slow_echo(request: object) -> str:
     return f"echo:{request.last_text}"  # type: ignore[attr-defined]
 
 
+def delegating(db: str, lead_replies: list, child_replies: list, **options: object) -> App:
+    """A lead agent whose tool runs a task in a researcher's child session, waiting for it."""
+    app = App(f"sqlite:///{db}", **options)
+    research = turnkit.subagent("researcher", "Research a topic.")
+
+    @app.agent("researcher", model=ScriptedModel(child_replies))
+    def researcher() -> str:
+        return "Research."
+
+    @app.agent("lead", model=ScriptedModel(lead_replies), tools=[research])
+    def lead() -> str:
+        return "Lead."
+
+    return app
+
+
+def child_blocks(request: object) -> str:
+    print("child running", flush=True)
+    threading.Event().wait()
+    return "never"
+
+
+DELEGATE = {
+    "role": "assistant",
+    "content": [{"type": "tool_use", "id": "d1", "name": "researcher", "input": {"task": "dig"}}],
+}
+
+
 async def main(db: str, mode: str, idempotent: bool) -> None:
     marker = Path(db).with_suffix(".marker")
+    if mode == "subagent":
+        app = delegating(db, [DELEGATE], [child_blocks], executor_id="child")
+        async with app:
+            session = await app.create_session("lead")
+            receipt = await app.send(session.id, text="research this")
+            print(json.dumps([receipt.turn_id]), flush=True)
+            await asyncio.Event().wait()
     if mode == "tool":
         app = build(
             db, marker, idempotent, ScriptedModel([TOOL_CALL]), block=True, executor_id="child"

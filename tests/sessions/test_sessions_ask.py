@@ -75,7 +75,9 @@ async def test_the_full_ask_flow_with_options_a_held_webhook_and_steering(db_url
         assert asked[0].data["question_id"] == question_id
         assert asked[0].data["options"][0] == {"label": "Yes, refund it", "value": "refund"}
 
-        held = await app.send(session_id, payload={"order": 7, "status": "delivered"}, source="webhook")
+        held = await app.send(
+            session_id, payload={"order": 7, "status": "delivered"}, source="webhook"
+        )
         assert held.status == "held" and held.turn_id is None
         events = await app.events(session_id)
         assert events[-1].type == "input.received" and events[-1].data["held"] is True
@@ -114,7 +116,7 @@ async def test_an_answer_may_name_the_question_from_any_source(db_url: str) -> N
 
 
 async def test_forty_held_items_give_thirty_two_steering_and_eight_later_turns(db_url: str) -> None:
-    app, model = asking_app(db_url, [ASK] + ["ok"] * 20)
+    app, _ = asking_app(db_url, [ASK] + ["ok"] * 20)
     async with app:
         session_id, _ = await ask_first(app)
         for i in range(40):
@@ -178,7 +180,9 @@ async def test_a_question_survives_a_restart(db_url: str) -> None:
 
 
 @pytest.mark.parametrize("round", range(3))
-async def test_an_answer_racing_a_held_input_has_one_consistent_outcome(db_url: str, round: int) -> None:
+async def test_an_answer_racing_a_held_input_has_one_consistent_outcome(
+    db_url: str, round: int
+) -> None:
     app, _ = asking_app(db_url, [ASK] + ["ok"] * 5)
     async with app:
         session_id, _ = await ask_first(app)
@@ -198,7 +202,10 @@ async def test_an_answer_racing_a_held_input_has_one_consistent_outcome(db_url: 
 
 
 async def test_an_ask_with_bad_input_is_an_error_result_and_the_turn_goes_on(db_url: str) -> None:
-    bad = {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "ask", "input": {}}]}
+    bad = {
+        "role": "assistant",
+        "content": [{"type": "tool_use", "id": "a", "name": "ask", "input": {}}],
+    }
     app, model = asking_app(db_url, [bad, "fine"])
     async with app:
         session = await app.create_session("support")

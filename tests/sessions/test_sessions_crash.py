@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sessions.crash_app import build
+from sessions.crash_app import build, delegating
 from turnkit.testing import ScriptedModel
 
 CRASH_APP = Path(__file__).with_name("crash_app.py")
@@ -122,3 +122,24 @@ async def test_kill_right_after_ten_sends_runs_each_turn_once_in_order(db: Path)
     assert [e.turn_id for e in events if e.type == "turn.completed"] == turn_ids
     assert [m.text for m in history] == [x for i in range(10) for x in (f"m{i}", f"echo:m{i}")]
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
+
+
+async def test_a_waiting_subagent_call_gets_the_child_result_after_a_kill(db: Path) -> None:
+    child = Child(db, "subagent")
+    (turn_id,) = json.loads(child.line())
+    assert child.line() == "child running"
+    child.kill()
+
+    app = delegating(str(db), ["The research says: found."], ["found"], executor_id="child")
+    async with app:
+        turn = await app.wait(turn_id, timeout=30)
+        history = await app.history(turn.session_id)
+        child_key = f"subagent:{turn_id}:d1"
+        child_session = await app.create_session("researcher", key=child_key)
+        child_events = await app.events(child_session.id)
+    assert turn.status == "completed" and turn.output == "The research says: found."
+    result = history[2].content[0]
+    assert not result.is_error and result.content == "found"
+    assert child_session.parent_id == turn.session_id
+    assert [e.type for e in child_events].count("turn.started") == 1
+    assert [e.type for e in child_events].count("input.received") == 1

@@ -27,6 +27,7 @@ from turnkit.sessions.inputs import (
     WebhookInfo,
 )
 from turnkit.sessions.records import Event, Question, QuestionOption, Receipt, Session, Turn
+from turnkit.sessions.subagents import subagent
 
 if TYPE_CHECKING:
     from turnkit.sessions.app import App
@@ -52,6 +53,7 @@ __all__ = [
     "TurnNotFoundError",
     "UnknownAgentError",
     "WebhookInfo",
+    "subagent",
     "use_current_input",
     "use_input",
     "use_session_data",

@@ -270,6 +270,57 @@ class App:
             await asyncio.to_thread(core.cancel_turn, turn_id, "cancelled")
         return running[0] if running else None
 
+    async def subscribe(
+        self, session_id: str, to_session: str | None = None, to_agent: str | None = None
+    ) -> str:
+        """Deliver each terminal turn of ``to_session`` (or of any session of
+        ``to_agent``) to ``session_id`` as an ``event`` input; the subscription's id."""
+        from turnkit.sessions.subscriptions import subscribe
+
+        core = self._running()
+        to_session, to_agent = self._watched(to_session, to_agent)
+        return await asyncio.to_thread(subscribe, core.store, _id(session_id), to_session, to_agent)
+
+    async def unsubscribe(
+        self, session_id: str, to_session: str | None = None, to_agent: str | None = None
+    ) -> bool:
+        """Stop a subscription; whether there was one."""
+        from turnkit.sessions.subscriptions import unsubscribe
+
+        core = self._running()
+        to_session, to_agent = self._watched(to_session, to_agent)
+        session_id = _id(session_id)
+        return await asyncio.to_thread(unsubscribe, core.store, session_id, to_session, to_agent)
+
+    def _watched(self, to_session: object, to_agent: object) -> tuple[str | None, str | None]:
+        if (to_session is None) == (to_agent is None):
+            raise InvalidInputError("to_session", "give exactly one of to_session and to_agent")
+        if to_agent is not None and to_agent not in self.agents:
+            raise UnknownAgentError(to_agent, tuple(self.agents))
+        if to_session is not None:
+            _id(to_session, "to_session")
+        return to_session, to_agent  # type: ignore[return-value]
+
+    async def _delegate(self, scope: Any, agent: str, task: str, payload: Any, wait: bool) -> str:
+        """A subagent tool call: the child session and its turn, keyed by the call."""
+        from turnkit.sessions.subagents import child_result, started
+        from turnkit.sessions.subscriptions import subscribe
+
+        core = self._running()
+        if agent not in self.agents:
+            raise UnknownAgentError(agent, tuple(self.agents))
+        new = NewInput("subagent", check.check_text(task, "task"), check.check_payload(payload), {})
+        new.idempotency_key = "subagent-task"
+        key = f"subagent:{scope.turn_id}:{scope.call_id}"
+        store = core.store
+        child, _ = await asyncio.to_thread(store.create_session, agent, key, {}, scope.session_id)
+        if not wait:  # before the task is sent: no outcome can come before it
+            await asyncio.to_thread(subscribe, store, scope.session_id, child.id, None)
+        receipt = await asyncio.to_thread(store.accept_input, child.id, new)
+        if not wait:
+            return started(child.id, receipt.turn_id)
+        return child_result(await core.wait_turn(receipt.turn_id or "", None))
+
     async def input(self, turn_id: str) -> AgentInput:
         """The input a turn runs on."""
         return (await asyncio.to_thread(self._running().store.turn, _id(turn_id, "turn_id"))).input
@@ -299,6 +350,16 @@ class App:
 
     def cancel_sync(self, session_id: str) -> str | None:
         return run_sync(self.cancel(session_id))
+
+    def subscribe_sync(
+        self, session_id: str, to_session: str | None = None, to_agent: str | None = None
+    ) -> str:
+        return run_sync(self.subscribe(session_id, to_session, to_agent))
+
+    def unsubscribe_sync(
+        self, session_id: str, to_session: str | None = None, to_agent: str | None = None
+    ) -> bool:
+        return run_sync(self.unsubscribe(session_id, to_session, to_agent))
 
 
 def _id(value: object, field: str = "session_id") -> str:

@@ -44,6 +44,7 @@ class Core:
             app = self.app
             resolver = app._resolver
             self.runner = TurnRunner(self.log, app.agents, lambda agent: resolver(agent))
+            self.runner.app = app
             self.dbos.launch(self.runner if self.workers else None)
             self.notifier.on_change(self._check_cancels)
         except BaseException:

@@ -33,6 +33,7 @@ from turnkit.providers.base import Model, ModelRequest, ModelResponse, ModelSett
 from turnkit.sessions.ask import ASK, ask_tool, question_for
 from turnkit.sessions.hooks import RenderScope, current_scope
 from turnkit.sessions.records import Question
+from turnkit.sessions.subagents import ToolCallScope, current_call
 from turnkit.sessions.turnlog import Claim, Progress, TurnLog
 from turnkit.tools import Tool, ToolInputError, execute_tool_call
 
@@ -229,7 +230,12 @@ class _TurnRun:
         else:
             progress = self.progress.take()
             await self._write(log.start_tool, claim.session_id, claim.turn_id, call, progress)
-        block = await execute_tool_call(call, tools)
+        scope = ToolCallScope(self.runner.app, claim.session_id, claim.turn_id, call.id)
+        token = current_call.set(scope)
+        try:
+            block = await execute_tool_call(call, tools)
+        finally:
+            current_call.reset(token)
         await self._write(log.finish_tool, claim.session_id, claim.turn_id, call, block)
         return block
 
@@ -251,6 +257,7 @@ class TurnRunner:
         self.log = log
         self.agents = agents
         self.resolve_tool = resolve_tool  # (agent) -> (name or tool) -> [Tool]
+        self.app: Any = None  # the App, for session-aware tools (subagent)
         self._tasks: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = {}
         self._cancel_reasons: dict[str, str] = {}
         self._lock = threading.Lock()

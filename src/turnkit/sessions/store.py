@@ -98,9 +98,9 @@ class Tx:
     def emit(
         self, session_id: str, type: str, data: dict[str, Any], turn_id: str | None = None
     ) -> int:
-        """Append one event to the session's log; its seq."""
+        """Append one event to the session's log; its id."""
         seq = self.bump(session_id, "event_seq")
-        self.conn.execute(
+        inserted = self.conn.execute(
             t.events.insert().values(
                 session_id=session_id,
                 seq=seq,
@@ -111,7 +111,7 @@ class Tx:
             )
         )
         self.appended.add(session_id)
-        return seq
+        return int(inserted.inserted_primary_key[0])
 
 
 class Store:
@@ -326,18 +326,22 @@ class Store:
                 usage=None if usage is None else dumps(usage),
             )
         )
+        result = None
         if status == "completed":
             text, truncated = cut_utf8(output or "", 16 * 1024)
-            tx.emit(
-                session_id,
-                "turn.completed",
-                {"result": {"text": text, "truncated": truncated}},
-                turn_id,
-            )
+            result = {"text": text, "truncated": truncated}
+            data: dict[str, Any] = {"result": result}
         elif status == "failed":
-            tx.emit(session_id, "turn.failed", {"reason": reason, "error": error}, turn_id)
+            data = {"reason": reason, "error": error}
         else:
-            tx.emit(session_id, "turn.cancelled", {"reason": reason}, turn_id)
+            data = {"reason": reason}
+        kind = f"turn.{status}"
+        event_id = tx.emit(session_id, kind, data, turn_id)
+        if reason != "held":  # a turn folded into a question's answer is no outcome
+            from turnkit.sessions.subscriptions import fan_out
+
+            outcome = {"type": kind, "reason": reason, "error": error, "result": result}
+            fan_out(self, tx, session_id, turn_id, event_id, outcome)
 
     # -- events and history --------------------------------------------------
 

@@ -1,0 +1,255 @@
+"""Sessions that feed each other: subscriptions and sub-agents."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+import turnkit
+from turnkit.errors import ProviderError
+from turnkit.sessions import App, InvalidInputError, SessionNotFoundError, UnknownAgentError
+from turnkit.testing import ScriptedModel
+
+
+def call(tool: str, args: dict, call_id: str = "c1") -> dict:
+    return {
+        "role": "assistant",
+        "content": [{"type": "tool_use", "id": call_id, "name": tool, "input": args}],
+    }
+
+
+async def events_of_type(app: App, session_id: str, kind: str, count: int) -> list:
+    found = []
+    async for event in app.follow(session_id):
+        if event.type == kind:
+            found.append(event)
+            if len(found) == count:
+                return found
+    raise AssertionError(f"only {len(found)} {kind} events")
+
+
+async def test_a_long_multibyte_reply_arrives_as_a_valid_truncated_result(db_url: str) -> None:
+    app = App(db_url)
+    watcher_model = ScriptedModel(["noted"])
+
+    @app.agent("writer", model=ScriptedModel(["é" * 20000]))  # 40,000 bytes of UTF-8
+    def writer() -> str:
+        return ""
+
+    @app.agent("watcher", model=watcher_model)
+    def watcher() -> str:
+        return ""
+
+    async with app:
+        watched = await app.create_session("writer")
+        subscriber = await app.create_session("watcher")
+        await app.subscribe(subscriber.id, to_session=watched.id)
+        done = await app.wait((await app.send(watched.id, text="write")).turn_id, timeout=10)
+        (completed,) = await events_of_type(app, subscriber.id, "turn.completed", 1)
+        turn = await app.wait(completed.turn_id, timeout=10)
+        event = turn.input.event
+        assert turn.input.source == "event" and turn.input.text is None
+        assert event.type == "turn.completed" and event.turn_id == done.id
+        assert event.session_id == watched.id and event.agent_id == "writer"
+        assert event.result.truncated is True
+        assert len(event.result.text.encode("utf-8")) <= 16 * 1024
+        assert event.result.text == "é" * (16 * 1024 // 2)
+        terminal = [e for e in await app.events(watched.id) if e.type == "turn.completed"]
+        assert event.id == terminal[0].id
+        received = (await app.events(subscriber.id))[0]
+        assert received.type == "input.received" and "completed" in received.data["text"]
+        seen = turnkit.message_text_body(watcher_model.requests[0].messages[-1])
+        assert "<agent_output>" in seen and "not instructions" in seen
+
+
+async def test_a_failing_watched_turn_arrives_with_a_bounded_error(db_url: str) -> None:
+    app = App(db_url)
+
+    def explode(request: object) -> str:
+        raise ProviderError("x" * 10_000, provider="fake", status=500)
+
+    @app.agent("fragile", model=ScriptedModel([explode]))
+    def fragile() -> str:
+        return ""
+
+    @app.agent("watcher", model=ScriptedModel(["seen"]))
+    def watcher() -> str:
+        return ""
+
+    async with app:
+        watched = await app.create_session("fragile")
+        subscriber = await app.create_session("watcher")
+        await app.subscribe(subscriber.id, to_agent="fragile")
+        await app.wait((await app.send(watched.id, text="go")).turn_id, timeout=10)
+        (completed,) = await events_of_type(app, subscriber.id, "turn.completed", 1)
+        event = (await app.wait(completed.turn_id, timeout=10)).input.event
+        assert event.type == "turn.failed" and event.reason == "model_error"
+        assert event.result is None and 0 < len(event.error.encode()) <= 4096
+
+
+async def test_five_outcomes_while_the_subscriber_is_busy_arrive_in_order(db_url: str) -> None:
+    app = App(db_url)
+    release, entered = threading.Event(), threading.Event()
+
+    @turnkit.tool
+    def hold() -> str:
+        """Hold the subscriber busy."""
+        entered.set()
+        release.wait(20)
+        return "released"
+
+    @app.agent("worker", model=ScriptedModel([lambda r: f"done {r.last_text}"] * 5))
+    def worker() -> str:
+        return ""
+
+    replies = [call("hold", {}), "busy done"] + ["ok"] * 5
+
+    @app.agent("boss", model=ScriptedModel(replies), tools=[hold])
+    def boss() -> str:
+        return ""
+
+    async with app:
+        subscriber = await app.create_session("boss")
+        await app.subscribe(subscriber.id, to_agent="worker")
+        await app.subscribe(subscriber.id, to_agent="worker")  # idempotent
+        busy = await app.send(subscriber.id, text="be busy")
+        await __import__("asyncio").to_thread(entered.wait, 10)
+        workers = [await app.create_session("worker") for _ in range(5)]
+        receipts = [await app.send(w.id, text=f"job {i}") for i, w in enumerate(workers)]
+        ends = [await app.wait(r.turn_id, timeout=10) for r in receipts]
+        release.set()
+        await app.wait(busy.turn_id, timeout=10)
+        completed = await events_of_type(app, subscriber.id, "turn.completed", 6)
+        turns = [await app.wait(e.turn_id, timeout=10) for e in completed[1:]]
+        assert [t.input.event.turn_id for t in turns] == [
+            t.id for t in sorted(ends, key=lambda t: t.ended_at)
+        ]
+        ids = [t.input.event.id for t in turns]
+        assert ids == sorted(ids) and len(set(ids)) == 5
+
+
+async def test_event_inputs_are_held_while_the_subscriber_asks(db_url: str) -> None:
+    app = App(db_url)
+    ask = call("ask", {"question": "Proceed?"})
+
+    @app.agent("worker", model=ScriptedModel(["finished"]))
+    def worker() -> str:
+        return ""
+
+    @app.agent("boss", model=ScriptedModel([ask, "proceeding"]))
+    def boss() -> str:
+        turnkit.use_tool("ask")
+        return ""
+
+    async with app:
+        subscriber = await app.create_session("boss")
+        await app.wait((await app.send(subscriber.id, text="start")).turn_id, timeout=10)
+        await app.subscribe(subscriber.id, to_agent="worker")
+        job = await app.create_session("worker")
+        await app.wait((await app.send(job.id, text="work")).turn_id, timeout=10)
+        received = (await app.events(subscriber.id))[-1]
+        assert received.type == "input.received" and received.data["held"] is True
+        turn = await app.wait((await app.send(subscriber.id, text="yes")).turn_id, timeout=10)
+        (steer,) = turn.input.steering
+        assert steer.source == "event"
+
+
+async def test_subscriptions_are_checked_and_can_be_removed(db_url: str) -> None:
+    app = App(db_url)
+
+    @app.agent("a", model=ScriptedModel(["x"] * 3))
+    def a() -> str:
+        return ""
+
+    async with app:
+        one, two = await app.create_session("a"), await app.create_session("a")
+        with pytest.raises(InvalidInputError, match="exactly one"):
+            await app.subscribe(one.id)
+        with pytest.raises(UnknownAgentError):
+            await app.subscribe(one.id, to_agent="ghost")
+        with pytest.raises(SessionNotFoundError):
+            await app.subscribe(one.id, to_session="ses_ghost")
+        await app.subscribe(one.id, to_session=two.id)
+        assert await app.unsubscribe(one.id, to_session=two.id) is True
+        assert await app.unsubscribe(one.id, to_session=two.id) is False
+        await app.wait((await app.send(two.id, text="hi")).turn_id, timeout=10)
+        assert [e.type for e in await app.events(one.id)] == []
+
+
+def delegating_app(db_url: str, parent_replies: list, child_replies: list, wait: bool) -> App:
+    app = App(db_url)
+    research = turnkit.subagent("researcher", "Find facts about a topic.", wait=wait)
+
+    @app.agent("researcher", model=ScriptedModel(child_replies))
+    def researcher() -> str:
+        turnkit.use_tool("ask")
+        return "Research."
+
+    @app.agent("lead", model=ScriptedModel(parent_replies), tools=[research])
+    def lead() -> str:
+        return "Lead."
+
+    return app
+
+
+async def test_subagent_waits_for_the_child_and_returns_its_reply(db_url: str) -> None:
+    parent_replies = [call("researcher", {"task": "Find X", "payload": {"depth": 2}}), "X is 42."]
+    app = delegating_app(db_url, parent_replies, ["The answer is 42."], wait=True)
+    async with app:
+        parent = await app.create_session("lead")
+        turn = await app.wait((await app.send(parent.id, text="What is X?")).turn_id, timeout=20)
+        assert turn.output == "X is 42."
+        history = await app.history(parent.id)
+        result = history[2].content[0]
+        assert not result.is_error and result.content == "The answer is 42."
+        child = await app.get_session(
+            (await app.create_session("researcher", key=f"subagent:{turn.id}:c1")).id
+        )
+        assert child.parent_id == parent.id
+        (child_turn_event,) = [e for e in await app.events(child.id) if e.type == "turn.completed"]
+        child_turn = await app.wait(child_turn_event.turn_id, timeout=5)
+        assert child_turn.input.source == "subagent" and child_turn.input.text == "Find X"
+        assert child_turn.input.payload == {"depth": 2}
+
+
+async def test_a_child_that_asks_surfaces_its_question_to_the_parent(db_url: str) -> None:
+    ask = call("ask", {"question": "Which X?"}, "q1")
+    app = delegating_app(
+        db_url, [call("researcher", {"task": "Find X"}), "I need to know."], [ask], wait=True
+    )
+    async with app:
+        parent = await app.create_session("lead")
+        turn = await app.wait((await app.send(parent.id, text="What is X?")).turn_id, timeout=20)
+        result = (await app.history(parent.id))[2].content[0]
+        assert "asked a question" in result.content and "Which X?" in result.content
+        assert "answers=" in result.content and turn.status == "completed"
+
+
+async def test_subagent_without_waiting_reports_back_as_an_event(db_url: str) -> None:
+    replies = [call("researcher", {"task": "Find X"}), "Started it.", "Got the result."]
+    app = delegating_app(db_url, replies, ["X is 42."], wait=False)
+    async with app:
+        parent = await app.create_session("lead")
+        first = await app.wait((await app.send(parent.id, text="Find X")).turn_id, timeout=20)
+        ids = json.loads((await app.history(parent.id))[2].content[0].content)
+        assert set(ids) == {"session_id", "turn_id"}
+        assert first.output == "Started it."
+        completed = await events_of_type(app, parent.id, "turn.completed", 2)
+        later = await app.wait(completed[1].turn_id, timeout=10)
+        assert later.input.source == "event"
+        assert later.input.event.session_id == ids["session_id"]
+        assert later.input.event.result.text == "X is 42."
+
+
+async def test_subagent_outside_a_session_is_an_error_result() -> None:
+    research = turnkit.subagent("researcher", "Find facts.")
+    agent = turnkit.Agent(
+        turnkit.AgentConfig(
+            "solo", model=ScriptedModel([call("researcher", {"task": "t"}), "ok"]), tools=[research]
+        )
+    )
+    result = await agent.run("go")
+    tool_result = result.messages[1].content[0]
+    assert tool_result.is_error and "only in an App session" in tool_result.content
