@@ -43,9 +43,6 @@ from typing import Any, Literal
 import openai
 
 from turnkit.messages import (
-    Base64Source,
-    FileBlock,
-    ImageBlock,
     Message,
     Origin,
     TextBlock,
@@ -54,11 +51,10 @@ from turnkit.messages import (
     ToolUseBlock,
     thaw,
 )
-from turnkit.messages.formats.openai_chat import REASONING_FIELDS
+from turnkit.messages.formats.openai_chat import REASONING_FIELDS, chat_user_part
 from turnkit.providers._openai_common import json_schema_format, openai_client
 from turnkit.providers.base import Model, ModelEvent, ModelRequest, ModelResponse, StopReason, Usage
 from turnkit.providers.edges import (
-    data_url,
     provider_error,
     refuse,
     tool_call,
@@ -324,16 +320,10 @@ def _tool_message(
 
 
 def _user_part(block: Any, *, where: str) -> dict[str, Any]:
-    if isinstance(block, TextBlock):
-        return {"type": "text", "text": block.text}
-    if isinstance(block, ImageBlock):
-        source = block.source
-        url = data_url(source) if isinstance(source, Base64Source) else source.url
-        return {"type": "image_url", "image_url": {"url": url}}
-    if isinstance(block, FileBlock) and isinstance(block.source, Base64Source):
-        file = {"filename": block.filename, "file_data": data_url(block.source)}
-        return {"type": "file", "file": file}  # a PDF: the rules refused other files
-    raise refuse(block, where, PROVIDER)
+    part = chat_user_part(block)  # a file here is a PDF: the rules refused others
+    if part is None:
+        raise refuse(block, where, PROVIDER)
+    return part
 
 
 # -- reply parsing ----------------------------------------------------------

@@ -54,9 +54,6 @@ import openai
 
 from turnkit.errors import ProviderError
 from turnkit.messages import (
-    Base64Source,
-    FileBlock,
-    ImageBlock,
     Message,
     Origin,
     TextBlock,
@@ -65,7 +62,11 @@ from turnkit.messages import (
     ToolUseBlock,
     thaw,
 )
-from turnkit.messages.formats.openai_responses import reasoning_signature, reasoning_state
+from turnkit.messages.formats.openai_responses import (
+    reasoning_signature,
+    reasoning_state,
+    responses_input_part,
+)
 from turnkit.providers._openai_common import json_schema_format, openai_client
 from turnkit.providers.base import (
     Model,
@@ -77,7 +78,6 @@ from turnkit.providers.base import (
     Usage,
 )
 from turnkit.providers.edges import (
-    data_url,
     failure_reported,
     provider_error,
     refuse,
@@ -374,23 +374,10 @@ def _assistant_text(block: TextBlock) -> dict[str, Any]:
 
 
 def _input_part(block: Any) -> dict[str, Any]:
-    if isinstance(block, TextBlock):
-        return {"type": "input_text", "text": block.text}
-    if isinstance(block, ImageBlock):
-        source = block.source
-        url = data_url(source) if isinstance(source, Base64Source) else source.url
-        return {"type": "input_image", "image_url": url, "detail": "auto"}
-    if isinstance(block, FileBlock):
-        return _input_file(block)
-    raise refuse(block, "a user message", PROVIDER)
-
-
-def _input_file(block: FileBlock) -> dict[str, Any]:
-    """A PDF, inline or by URL: the rules refused other files."""
-    source = block.source
-    if isinstance(source, Base64Source):
-        return {"type": "input_file", "filename": block.filename, "file_data": data_url(source)}
-    return {"type": "input_file", "file_url": source.url}
+    part = responses_input_part(block)  # a file here is a PDF: the rules refused others
+    if part is None:
+        raise refuse(block, "a user message", PROVIDER)
+    return part
 
 
 def _tool_output(block: ToolResultBlock) -> str | list[dict[str, Any]]:

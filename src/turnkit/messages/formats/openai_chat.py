@@ -66,7 +66,7 @@ from turnkit.messages.formats._common import (
 )
 from turnkit.messages.message import Message
 
-__all__ = ["REASONING_FIELDS", "from_openai_chat", "to_openai_chat"]
+__all__ = ["REASONING_FIELDS", "chat_user_part", "from_openai_chat", "to_openai_chat"]
 
 PROVIDER = "openai"
 FORMAT = "OpenAI Chat"
@@ -271,7 +271,9 @@ def _tool_message(block: ToolResultBlock, path: str) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": block.tool_use_id, "content": content}
 
 
-def _user_part(block: Block, path: str) -> dict[str, Any]:
+def chat_user_part(block: Block) -> dict[str, Any] | None:
+    """A text, image or inline file block as a Chat user content part (None:
+    Chat has no form for it, e.g. a file by URL). The Chat provider uses it too."""
     if isinstance(block, TextBlock):
         return {"type": "text", "text": block.text}
     if isinstance(block, ImageBlock):
@@ -281,7 +283,14 @@ def _user_part(block: Block, path: str) -> dict[str, Any]:
     if isinstance(block, FileBlock) and isinstance(block.source, Base64Source):
         file = {"filename": block.filename, "file_data": data_url(block.source)}
         return {"type": "file", "file": file}
-    raise InvalidMessageError(path, "Chat takes files inline (base64) only, not by URL")
+    return None
+
+
+def _user_part(block: Block, path: str) -> dict[str, Any]:
+    part = chat_user_part(block)
+    if part is None:
+        raise InvalidMessageError(path, "Chat takes files inline (base64) only, not by URL")
+    return part
 
 
 def _assistant(message: Message, path: str, mode: ThinkingExport) -> dict[str, Any]:

@@ -73,6 +73,7 @@ __all__ = [
     "from_openai_responses",
     "reasoning_signature",
     "reasoning_state",
+    "responses_input_part",
     "to_openai_responses",
 ]
 
@@ -304,21 +305,27 @@ def _output(block: ToolResultBlock) -> str | list[dict[str, Any]]:
     return [_input_part(part) for part in block.content]
 
 
-def _input_part(block: Block) -> dict[str, Any]:
+def responses_input_part(block: Block) -> dict[str, Any] | None:
+    """A text, image or file block as a Responses input part (None for other
+    blocks). The Responses provider uses it too."""
     if isinstance(block, TextBlock):
         return {"type": "input_text", "text": block.text}
     if isinstance(block, ImageBlock):
         source = block.source
         url = data_url(source) if isinstance(source, Base64Source) else source.url
         return {"type": "input_image", "image_url": url, "detail": "auto"}
-    assert isinstance(block, FileBlock)  # placement rules leave nothing else here
+    if not isinstance(block, FileBlock):
+        return None
     if isinstance(block.source, Base64Source):
-        return {
-            "type": "input_file",
-            "filename": block.filename,
-            "file_data": data_url(block.source),
-        }
+        data = data_url(block.source)
+        return {"type": "input_file", "filename": block.filename, "file_data": data}
     return {"type": "input_file", "filename": block.filename, "file_url": block.source.url}
+
+
+def _input_part(block: Block) -> dict[str, Any]:
+    part = responses_input_part(block)
+    assert part is not None  # placement rules leave only text, images and files here
+    return part
 
 
 _Pending = tuple[str, ThinkingBlock, dict[str, str]]
