@@ -27,6 +27,8 @@ __all__ = [
     "TurnkitError",
     "UnknownAgentError",
     "UnsupportedContentError",
+    "WebhookNotFoundError",
+    "WebhookSignatureError",
 ]
 
 
@@ -229,3 +231,23 @@ class InvalidInputError(TurnkitError, ValueError):
 
     def __reduce__(self) -> tuple[type[InvalidInputError], tuple[str, str]]:
         return (type(self), (self.field, self.problem))
+
+
+class WebhookNotFoundError(TurnkitError, LookupError):
+    """No webhook of this id is defined on the App (``app.webhook``)."""
+
+    def __init__(self, webhook_id: str) -> None:
+        self.webhook_id = webhook_id
+        super().__init__(f"no webhook {webhook_id!r} is defined")
+
+
+class WebhookSignatureError(TurnkitError):
+    """A webhook delivery whose Standard Webhooks signature does not verify; nothing was stored.
+
+    ``reason`` says what was wrong (a missing header, a timestamp outside the
+    tolerance, no matching ``v1`` signature).
+    """
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(f"webhook signature refused: {reason}")

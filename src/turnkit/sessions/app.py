@@ -37,7 +37,10 @@ class App:
     ``polling_interval`` is how often the turn queue is checked, in seconds.
     ``workers=False`` runs no turns in this process (it sends, reads and
     follows; processes with workers run the turns). Every process that runs
-    turns on a database must define the same agents.
+    turns on a database must define the same agents. ``fire_schedules=False``
+    leaves firing schedules to other processes or to explicit
+    ``run_schedules(now)`` calls (tests); by default a started App calls it
+    at start and each minute.
 
     >>> app = App("sqlite:///demo.db")
     >>> @app.agent("greeter", model="local")
@@ -52,6 +55,7 @@ class App:
         executor_id: str | None = None,
         polling_interval: float = 0.02,
         workers: bool = True,
+        fire_schedules: bool = True,
     ) -> None:
         self._database_url = database_url
         self._executor_id = executor_id or os.environ.get("TURNKIT_EXECUTOR_ID") or "local"
@@ -61,6 +65,10 @@ class App:
         self.tools: dict[str, Tool] = {}
         self._made_tools: dict[Any, Tool] = {}
         self._core: Any = None
+        self._webhooks: dict[str, Any] = {}
+        self._schedules: dict[str, Any] = {}
+        self._fire_schedules = fire_schedules
+        self._ticker: Any = None
 
     # -- definitions ---------------------------------------------------------
 
@@ -158,9 +166,16 @@ class App:
         )
         await asyncio.to_thread(core.open)
         self._core = core
+        if self._fire_schedules:
+            from turnkit.sessions.schedules import ScheduleTicker
+
+            self._ticker = ScheduleTicker(self)
 
     async def stop(self) -> None:
         """Stop running turns here; unfinished ones resume at the next start."""
+        ticker, self._ticker = self._ticker, None
+        if ticker is not None:
+            await ticker.stop()
         core, self._core = self._core, None
         if core is not None:
             await asyncio.to_thread(core.close)
@@ -360,6 +375,77 @@ class App:
         self, session_id: str, to_session: str | None = None, to_agent: str | None = None
     ) -> bool:
         return run_sync(self.unsubscribe(session_id, to_session, to_agent))
+
+    # -- webhooks and schedules (turnkit.sessions.webhooks, .schedules) ------
+
+    def webhook(
+        self,
+        id: str,
+        agent: str,
+        secret: str | bytes,
+        session_key: Callable[[Any], str] | None = None,
+    ) -> None:
+        """Accept Standard Webhooks deliveries at ``POST /webhooks/{id}`` as inputs of ``agent``.
+
+        ``secret`` is ``whsec_`` + base64 of the key. ``session_key(payload)``
+        names the session each delivery goes to; None sends all of them to one
+        session of this webhook.
+        """
+        from turnkit.sessions.webhooks import define_webhook
+
+        if id in self._webhooks:
+            raise ValueError(f"app.webhook: a webhook {id!r} is already defined")
+        self._webhooks[id] = define_webhook(self.agents, id, agent, secret, session_key)
+
+    async def deliver_webhook(self, id: str, headers: Any, body: bytes) -> Any:
+        """Verify one delivery to webhook ``id`` and store its input (a ``WebhookDelivery``)."""
+        from turnkit.sessions.webhooks import deliver_webhook
+
+        return await deliver_webhook(self, id, headers, body)
+
+    def schedule(
+        self,
+        id: str,
+        cron: str,
+        agent: str,
+        timezone: str = "UTC",
+        dispatch: dict[str, Any] | None = None,
+        overlap: str = "skip",
+        session_key: Callable[[Any], str] | str | None = None,
+    ) -> None:
+        """Give ``agent`` an input at each instant of ``cron`` (five fields) in ``timezone``.
+
+        ``dispatch`` is the input: ``{"text": ..., "payload": ...}`` (payload at
+        most 32 KiB). ``overlap="skip"`` skips a fire while the previous fire's
+        turn is queued or running (a ``schedule.skipped`` event). The session
+        is ``session_key(ScheduleInfo)``, a fixed key, or (None) one session
+        of this schedule.
+        """
+        from turnkit.sessions.schedules import define_schedule
+
+        if id in self._schedules:
+            raise ValueError(f"app.schedule: a schedule {id!r} is already defined")
+        self._schedules[id] = define_schedule(
+            self.agents, id, cron, agent, timezone, dispatch, overlap, session_key
+        )
+
+    async def run_schedules(self, now: Any) -> list[Any]:
+        """Fire what is due at ``now`` (an aware datetime); a ``ScheduleFire`` per action."""
+        from turnkit.sessions.schedules import run_schedules
+
+        self._running()
+        return await run_schedules(self, now)
+
+    async def schedules(self, now: Any = None) -> list[Any]:
+        """Each schedule with its next fire time after ``now`` (default: the real time)."""
+        from turnkit.sessions.schedules import schedule_statuses, stamp_of, utc_now
+
+        self._running()
+        when = stamp_of(utc_now() if now is None else now)
+        return await asyncio.to_thread(schedule_statuses, self, when)
+
+    def run_schedules_sync(self, now: Any) -> list[Any]:
+        return run_sync(self.run_schedules(now))
 
 
 def _id(value: object, field: str = "session_id") -> str:

@@ -134,6 +134,18 @@ subscriptions = sa.Table(
     sa.Index("ix_turnkit_subs_agent", "to_agent"),
 )
 
+schedules = sa.Table(
+    "turnkit_schedules",
+    metadata,
+    sa.Column("id", sa.String(200), primary_key=True),
+    sa.Column("since", sa.Float, nullable=False),  # first seen: instants from this minute on
+    sa.Column("fired_for", sa.Float),  # the latest instant claimed (fired or skipped)
+    sa.Column("pending", sa.Boolean, nullable=False, default=False),  # claimed, not yet stored
+    sa.Column("session_id", sa.String(64)),  # where the claimed fire goes
+    sa.Column("turn_id", sa.String(64)),  # the turn of the latest fire
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
 meta = sa.Table(
     "turnkit_meta",
     metadata,

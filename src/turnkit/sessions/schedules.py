@@ -1,0 +1,419 @@
+"""Schedules: five-field cron in an IANA time zone, each instant fired at most once.
+
+Instants come from cronsim (on a daylight-saving night a repeated hour fires
+a fixed-time job once and a skipped time fires at the next valid minute, as
+Vixie cron does; croniter fires twice) evaluated in a ``zoneinfo`` zone.
+
+Firing is claimed in the database, so restarts and several processes fire
+each instant at most once. A schedule's row holds the latest instant claimed
+(``fired_for``). :func:`run_schedules` computes the latest instant due at
+``now`` after it, then claims it in a write transaction that re-reads the
+row: the one process whose claim moves ``fired_for`` forward fires (or
+records ``schedule.skipped``); the others see it claimed. A claimed fire is
+``pending`` until its input is stored; the input carries an idempotency key
+made of the schedule and the instant, so a fire that a crash interrupted is
+completed by the next call and stored once. After downtime only the latest
+missed instant fires, and a schedule first seen at ``now`` fires from that
+minute on (no backfill).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import sqlalchemy as sa
+
+from turnkit.errors import InvalidInputError, SessionEndedError, UnknownAgentError
+from turnkit.sessions import _checks as check
+from turnkit.sessions import schema as t
+from turnkit.sessions._db import now as wall_now
+from turnkit.sessions.inputs import ScheduleInfo
+from turnkit.sessions.store import NewInput
+
+__all__ = [
+    "MAX_SCHEDULE_PAYLOAD_BYTES",
+    "ScheduleDef",
+    "ScheduleFire",
+    "ScheduleStatus",
+    "define_schedule",
+    "latest_instant",
+    "next_instant",
+    "run_schedules",
+    "schedule_statuses",
+]
+
+MAX_SCHEDULE_PAYLOAD_BYTES = 32 * 1024
+ACTIVE = ("queued", "running")
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}")
+log = logging.getLogger("turnkit.schedules")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ScheduleDef:
+    """A schedule of an App, as checked by ``app.schedule``."""
+
+    id: str
+    cron: str
+    agent: str
+    timezone: str
+    zone: ZoneInfo
+    text: str | None
+    payload_json: str
+    overlap: Literal["skip", "allow"]
+    session_key: Callable[[ScheduleInfo], str] | str | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ScheduleFire:
+    """What :func:`run_schedules` did for one schedule at one instant.
+
+    ``status``: ``fired`` (an input was stored: ``input_id``, ``turn_id``),
+    ``skipped`` (``overlap="skip"`` and the previous fire's turn was queued or
+    running: a ``schedule.skipped`` event was written) or ``session_ended``
+    (the schedule's session was ended; nothing was stored).
+    """
+
+    schedule_id: str
+    scheduled_for: datetime
+    status: Literal["fired", "skipped", "session_ended"]
+    session_id: str
+    input_id: str | None = None
+    turn_id: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ScheduleStatus:
+    """A schedule as ``GET /schedules`` lists it."""
+
+    id: str
+    cron: str
+    timezone: str
+    agent: str
+    overlap: str
+    next_fire_at: datetime
+    last_fired_for: datetime | None
+
+
+def define_schedule(
+    agents: dict[str, Any],
+    schedule_id: object,
+    cron: object,
+    agent: object,
+    timezone: object,
+    dispatch: object,
+    overlap: object,
+    session_key: object,
+) -> ScheduleDef:
+    """A checked :class:`ScheduleDef`; ``ValueError`` naming the bad argument otherwise."""
+    where = f"app.schedule({schedule_id!r})"
+    if type(schedule_id) is not str or not _ID.fullmatch(schedule_id):
+        raise ValueError(
+            f"{where}: the id must be 1-200 characters of letters, digits and _ . : - "
+            "(starting with a letter or digit)"
+        )
+    if not isinstance(agent, str) or agent not in agents:
+        raise UnknownAgentError(agent, tuple(agents))
+    zone = _zone(timezone, where)
+    _check_cron(cron, zone, where)
+    text, payload_json = _dispatch(dispatch, where)
+    if overlap not in ("skip", "allow"):
+        raise ValueError(f"{where}: overlap must be 'skip' or 'allow', got {overlap!r}")
+    if session_key is not None and not callable(session_key):
+        check.check_key(session_key, "session_key")
+    return ScheduleDef(
+        schedule_id,
+        cron,  # type: ignore[arg-type]
+        agent,
+        timezone,  # type: ignore[arg-type]
+        zone,
+        text,
+        payload_json,
+        overlap,  # type: ignore[arg-type]
+        session_key,  # type: ignore[arg-type]
+    )
+
+
+def _zone(timezone: object, where: str) -> ZoneInfo:
+    if not isinstance(timezone, str) or not timezone:
+        raise ValueError(f"{where}: timezone must be an IANA zone name such as 'Europe/Berlin'")
+    try:
+        return ZoneInfo(timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"{where}: unknown time zone {timezone!r}") from None
+
+
+def _check_cron(cron: object, zone: ZoneInfo, where: str) -> None:
+    from cronsim import CronSim, CronSimError
+
+    if not isinstance(cron, str) or len(cron.split()) != 5:
+        raise ValueError(
+            f"{where}: cron must have five fields (minute hour day-of-month month "
+            f"day-of-week), got {cron!r}"
+        )
+    try:
+        CronSim(cron, datetime.now(zone))
+    except CronSimError as err:
+        raise ValueError(f"{where}: bad cron expression {cron!r}: {err}") from None
+
+
+def _dispatch(dispatch: object, where: str) -> tuple[str | None, str]:
+    if dispatch is None:
+        dispatch = {}
+    if not isinstance(dispatch, dict):
+        raise ValueError(f"{where}: dispatch must be a dict with 'text' and/or 'payload'")
+    unknown = sorted(set(dispatch) - {"text", "payload"})
+    if unknown:
+        raise ValueError(f"{where}: dispatch takes only 'text' and 'payload', not {unknown}")
+    try:
+        text = check.check_text(dispatch.get("text"), "dispatch.text")
+        payload_json = check.check_payload(
+            dispatch.get("payload"), MAX_SCHEDULE_PAYLOAD_BYTES, "dispatch.payload"
+        )
+    except InvalidInputError as err:
+        raise ValueError(f"{where}: {err}") from None
+    if not text and payload_json == "null":
+        raise ValueError(f"{where}: dispatch needs a text or a payload; both are empty")
+    return text, payload_json
+
+
+# -- instants ------------------------------------------------------------------
+
+
+def latest_instant(defn: ScheduleDef, lower: float, now: float) -> datetime | None:
+    """The latest instant of ``defn`` in (``lower``, ``now``] (UNIX seconds), in its zone."""
+    from cronsim import CronSim
+
+    window = 3600.0
+    while True:
+        start = max(lower, now - window)
+        best: datetime | None = None
+        for when in CronSim(defn.cron, datetime.fromtimestamp(start, defn.zone)):
+            stamp = when.timestamp()
+            if stamp > now:
+                break
+            # cronsim started inside a repeated hour may first give an earlier instant
+            if stamp > lower and (best is None or stamp > best.timestamp()):
+                best = when
+        if best is not None or start <= lower:
+            return best
+        window *= 4
+
+
+def next_instant(defn: ScheduleDef, after: float) -> datetime:
+    """The first instant of ``defn`` after ``after`` (UNIX seconds), in its zone."""
+    from cronsim import CronSim
+
+    for when in CronSim(defn.cron, datetime.fromtimestamp(after, defn.zone)):
+        if when.timestamp() > after:
+            return when
+    raise AssertionError("unreachable: cron expressions repeat")  # pragma: no cover
+
+
+def stamp_of(now: object) -> float:
+    if not isinstance(now, datetime) or now.tzinfo is None or now.utcoffset() is None:
+        raise InvalidInputError("now", f"must be a timezone-aware datetime, got {now!r}")
+    return now.timestamp()
+
+
+# -- firing --------------------------------------------------------------------
+
+
+async def run_schedules(app: Any, now: datetime) -> list[ScheduleFire]:
+    """Fire every schedule of ``app`` that is due at ``now``; what was done."""
+    stamp = stamp_of(now)
+    fires: list[ScheduleFire] = []
+    for defn in list(app._schedules.values()):
+        fires.extend(await asyncio.to_thread(_run_one, app, defn, stamp))
+    return fires
+
+
+def _run_one(app: Any, defn: ScheduleDef, now: float) -> list[ScheduleFire]:
+    """A fire that a crash left pending, completed; then the instant due at ``now``."""
+    store = app._running().store
+    fires: list[ScheduleFire | None] = []
+    row = _row(store, defn.id, now)
+    if row.pending:
+        fires.append(_complete(app, defn, row.session_id, row.fired_for))
+        row = _row(store, defn.id, now)
+    lower = row.fired_for if row.fired_for is not None else row.since - 1.0
+    due = latest_instant(defn, lower, now)
+    if due is None:
+        return [fire for fire in fires if fire is not None]
+    session_id = _session_for(app, defn, due)
+    skipped = _claim(store, defn, due, session_id)
+    if skipped is None:
+        return [fire for fire in fires if fire is not None]  # another process claimed it
+    if skipped:
+        fires.append(ScheduleFire(defn.id, due, "skipped", session_id))
+    else:
+        fires.append(_complete(app, defn, session_id, due.timestamp()))
+    return [fire for fire in fires if fire is not None]
+
+
+def _row(store: Any, schedule_id: str, now: float) -> Any:
+    """The schedule's row; created on first sight with ``since`` = the minute of ``now``."""
+    query = sa.select(t.schedules).where(t.schedules.c.id == schedule_id)
+    with store.read() as conn:
+        row = conn.execute(query).first()
+    if row is not None:
+        return row
+    try:
+        with store.write() as tx:
+            tx.execute(
+                t.schedules.insert().values(
+                    id=schedule_id, since=now - now % 60, pending=False, updated_at=wall_now()
+                )
+            )
+    except sa.exc.IntegrityError:
+        pass  # another process created it first
+    with store.read() as conn:
+        return conn.execute(query).one()
+
+
+def _session_for(app: Any, defn: ScheduleDef, due: datetime) -> str:
+    key = defn.session_key
+    if key is None:
+        key = f"schedule:{defn.id}"
+    elif callable(key):
+        key = check.check_key(key(ScheduleInfo(defn.id, due)), "session_key")
+        if key is None:
+            raise InvalidInputError("session_key", "returned None; return the session's key")
+    session, _ = app._running().store.create_session(defn.agent, key, {})
+    return session.id
+
+
+def _claim(store: Any, defn: ScheduleDef, due: datetime, session_id: str) -> bool | None:
+    """Claim ``due``: None if already claimed, True if skipped (overlap), False to fire."""
+    stamp = due.timestamp()
+    with store.write() as tx:
+        row = tx.execute(
+            sa.select(t.schedules).where(t.schedules.c.id == defn.id).with_for_update()
+        ).one()
+        if row.pending or (row.fired_for is not None and row.fired_for >= stamp):
+            return None
+        busy = defn.overlap == "skip" and row.turn_id is not None and _active(tx, row.turn_id)
+        tx.execute(
+            t.schedules.update()
+            .where(t.schedules.c.id == defn.id)
+            .values(
+                fired_for=stamp,
+                pending=not busy,
+                session_id=session_id,
+                updated_at=wall_now(),
+            )
+        )
+        if busy:
+            data = {"schedule_id": defn.id, "scheduled_for": due.isoformat()}
+            tx.emit(session_id, "schedule.skipped", data)
+        return busy
+
+
+def _active(tx: Any, turn_id: str) -> bool:
+    status = tx.execute(sa.select(t.turns.c.status).where(t.turns.c.id == turn_id)).scalar()
+    return status in ACTIVE
+
+
+def _complete(app: Any, defn: ScheduleDef, session_id: str, stamp: float) -> ScheduleFire | None:
+    """Store the claimed fire's input (once, whoever calls), then clear ``pending``.
+
+    None when another process stored it first.
+    """
+    core = app._running()
+    due = datetime.fromtimestamp(stamp, defn.zone)
+    new = NewInput(
+        "schedule",
+        defn.text,
+        defn.payload_json,
+        {"schedule": {"id": defn.id, "scheduled_for": due.isoformat()}},
+        f"schedule:{defn.id}:{int(stamp)}",
+    )
+    try:
+        receipt = core.store.accept_input(session_id, new)
+    except SessionEndedError:
+        log.warning("schedule %r: its session %s has ended; not fired", defn.id, session_id)
+        _settle(core.store, defn.id, stamp, None)
+        return ScheduleFire(defn.id, due, "session_ended", session_id)
+    _settle(core.store, defn.id, stamp, receipt.turn_id)
+    if receipt.duplicate:
+        return None
+    return ScheduleFire(defn.id, due, "fired", session_id, receipt.input_id, receipt.turn_id)
+
+
+def _settle(store: Any, schedule_id: str, stamp: float, turn_id: str | None) -> None:
+    with store.write() as tx:
+        tx.execute(
+            t.schedules.update()
+            .where(t.schedules.c.id == schedule_id, t.schedules.c.fired_for == stamp)
+            .values(pending=False, turn_id=turn_id, updated_at=wall_now())
+        )
+
+
+# -- listing -------------------------------------------------------------------
+
+
+def schedule_statuses(app: Any, now: float) -> list[ScheduleStatus]:
+    """Every schedule of ``app`` with its next fire time after ``now``."""
+    store = app._running().store
+    with store.read() as conn:
+        rows = {row.id: row for row in conn.execute(sa.select(t.schedules)).all()}
+    statuses = []
+    for defn in app._schedules.values():
+        row = rows.get(defn.id)
+        fired = None if row is None or row.fired_for is None else row.fired_for
+        after = now if fired is None else max(now, fired)
+        statuses.append(
+            ScheduleStatus(
+                defn.id,
+                defn.cron,
+                defn.timezone,
+                defn.agent,
+                defn.overlap,
+                next_instant(defn, after),
+                None if fired is None else datetime.fromtimestamp(fired, defn.zone),
+            )
+        )
+    return statuses
+
+
+def utc_now() -> datetime:
+    """The real time, as an aware UTC datetime."""
+    return datetime.now(UTC)
+
+
+# -- the engine's clock --------------------------------------------------------
+
+
+class ScheduleTicker:
+    """Calls ``app.run_schedules`` with the real time at start and each minute after.
+
+    It runs on its own loop thread, so it lives as long as the App whatever
+    loop started it (``with app:`` runs start and stop on short-lived loops).
+    """
+
+    def __init__(self, app: Any) -> None:
+        from turnkit._loop_thread import LoopThread
+
+        self._app = app
+        self._thread = LoopThread("turnkit-schedules")
+        self._future = self._thread.submit(self._tick())
+
+    async def _tick(self) -> None:
+        while True:
+            if self._app._schedules:
+                try:
+                    await self._app.run_schedules(datetime.now(UTC))
+                except Exception:
+                    log.exception("run_schedules failed; trying again at the next minute")
+            # a little past the minute, so the instant of this minute is due
+            await asyncio.sleep(60.0 - wall_now() % 60.0 + 0.05)
+
+    async def stop(self) -> None:
+        self._future.cancel()
+        await self._thread.stop()
