@@ -447,6 +447,18 @@ class App:
     def run_schedules_sync(self, now: Any) -> list[Any]:
         return run_sync(self.run_schedules(now))
 
+    # -- lookups for the server ----------------------------------------------
+
+    async def find_session(self, agent: str, key: str) -> Session | None:
+        """The session of ``agent`` with ``key``, or None; nothing is created."""
+        core = self._running()
+        key = check.check_key(key, "key")  # type: ignore[assignment]
+        return await asyncio.to_thread(core.store._session_by_key, agent, key)
+
+    async def get_turn(self, turn_id: str) -> Turn:
+        """The turn as it is now (``TurnNotFoundError`` for an unknown id)."""
+        return await asyncio.to_thread(self._running().store.turn, _id(turn_id, "turn_id"))
+
 
 def _id(value: object, field: str = "session_id") -> str:
     if type(value) is not str or not value:

@@ -1,0 +1,74 @@
+"""``GET /sessions/{id}/events``: the event log as JSON, or live as Server-Sent Events.
+
+With ``Accept: text/event-stream`` the answer is a stream (sse-starlette):
+each event's ``id:`` is its ``seq``, its ``event:`` its type and its
+``data:`` the event as JSON. It starts strictly after ``Last-Event-ID`` (or
+``after``) and follows the App's ``follow()``, which reads the log by
+``seq``: an event written while the stream starts is sent once, never
+skipped. Comments keep the connection alive while nothing happens; the
+stream ends once the session has ended and its last event was sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Header, Path, Query, Request
+
+from turnkit.server.models import EventOut
+from turnkit.server.problems import problem, responses
+
+__all__ = ["PING_SECONDS", "events_route"]
+
+PING_SECONDS = 15.0
+
+
+def _wants_stream(request: Request) -> bool:
+    return "text/event-stream" in request.headers.get("accept", "").lower()
+
+
+def events_route(router: APIRouter, app: Any) -> None:
+    """Add the events route to ``router``."""
+
+    @router.get(
+        "/sessions/{session_id}/events",
+        response_model=list[EventOut],
+        responses={
+            200: {
+                "description": "the events, oldest first; a live stream when asked for",
+                "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            }
+        }
+        | responses(400, 404, 422),
+    )
+    async def events(
+        request: Request,
+        session_id: str = Path(min_length=1, max_length=64),
+        after: int = Query(0, ge=0, le=2**62, description="only events with a higher seq"),
+        limit: int | None = Query(None, ge=1, le=10_000),
+        last_event_id: str | None = Header(None, max_length=20),
+    ) -> Any:
+        """The session's events after ``after`` (JSON), or followed live (SSE)."""
+        if not _wants_stream(request):
+            found = await app.events(session_id, after, limit)
+            return [event.to_dict() for event in found]
+        if last_event_id is not None:
+            if not last_event_id.isascii() or not last_event_id.isdigit():
+                return problem(400, f"Last-Event-ID must be an event seq, got {last_event_id!r}")
+            after = int(last_event_id)
+        await app.get_session(session_id)  # a 404 now, not an empty stream
+        return _stream(app, session_id, after)
+
+    return None
+
+
+def _stream(app: Any, session_id: str, after: int) -> Any:
+    from sse_starlette import EventSourceResponse, ServerSentEvent
+
+    async def generate() -> AsyncIterator[ServerSentEvent]:
+        async for event in app.follow(session_id, after):
+            data = EventOut.model_validate(event.to_dict()).model_dump_json()
+            yield ServerSentEvent(data=data, id=str(event.seq), event=event.type)
+
+    return EventSourceResponse(generate(), ping=PING_SECONDS, send_timeout=30)

@@ -1,0 +1,165 @@
+"""The JSON shapes of the HTTP API (Pydantic), documented in ``/openapi.json``.
+
+Fields are snake_case, as in Python. Request models refuse unknown fields,
+so a misspelt field is a 422 naming it rather than silently ignored.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "CancelOut",
+    "CreateSession",
+    "EventOut",
+    "Health",
+    "PostTurn",
+    "Problem",
+    "QuestionOut",
+    "ReceiptOut",
+    "ScheduleOut",
+    "SessionOut",
+    "TurnInput",
+    "TurnOut",
+    "WebhookAccepted",
+]
+
+Key = Field(default=None, min_length=1, max_length=500)
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CreateSession(_Request):
+    """``POST /sessions``: a new session, or the existing one of ``key``."""
+
+    agent: str = Field(min_length=1, max_length=200)
+    key: str | None = Key
+    data: dict[str, Any] | None = None
+
+
+class TurnInput(_Request):
+    """What the turn is about: text, a JSON payload, or both."""
+
+    text: str | None = None
+    payload: Any = None
+
+
+class PostTurn(_Request):
+    """``POST /sessions/{id}/turns``."""
+
+    input: TurnInput
+    idempotency_key: str | None = Key
+    answers: str | None = Field(default=None, min_length=1, max_length=64)
+
+
+class QuestionOptionOut(BaseModel):
+    label: str
+    value: Any = None
+
+
+class QuestionOut(BaseModel):
+    """A question the session's agent asked."""
+
+    id: str
+    text: str
+    options: list[QuestionOptionOut] = []
+    turn_id: str | None = None
+
+
+class SessionOut(BaseModel):
+    """A session (``status``: idle, running, awaiting_input, ended)."""
+
+    id: str
+    agent: str
+    key: str | None
+    status: Literal["idle", "running", "awaiting_input", "ended"]
+    question: QuestionOut | None
+    data: dict[str, Any]
+    created_at: datetime
+    parent_id: str | None = None
+    ended_at: datetime | None = None
+
+
+class ReceiptOut(BaseModel):
+    """An accepted input: its id and its turn's (None while held)."""
+
+    input_id: str
+    turn_id: str | None
+    status: Literal["queued", "held"]
+    duplicate: bool
+
+
+class TurnOut(BaseModel):
+    """One run of the agent on one input."""
+
+    id: str
+    session_id: str
+    seq: int
+    status: Literal["queued", "running", "completed", "failed", "cancelled"]
+    input: dict[str, Any]
+    output: str | None
+    question: QuestionOut | None
+    error: str | None
+    reason: str | None
+    started_at: datetime | None
+    ended_at: datetime | None
+
+
+class EventOut(BaseModel):
+    """One entry of a session's event log (``seq`` from 1, no gaps)."""
+
+    id: int
+    seq: int
+    session_id: str
+    turn_id: str | None
+    type: str
+    timestamp: datetime
+    data: Any
+
+
+class CancelOut(BaseModel):
+    """The turn asked to stop, or None when none was running."""
+
+    turn_id: str | None
+
+
+class WebhookAccepted(BaseModel):
+    """A webhook delivery, stored (202) or recognised as a replay (200)."""
+
+    webhook_id: str
+    message_id: str
+    session_id: str
+    input_id: str
+    turn_id: str | None
+    duplicate: bool
+
+
+class ScheduleOut(BaseModel):
+    """A schedule and the next instant it fires."""
+
+    id: str
+    cron: str
+    timezone: str
+    agent: str
+    overlap: Literal["skip", "allow"]
+    next_fire_at: datetime
+    last_fired_for: datetime | None
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class Problem(BaseModel):
+    """An error, as RFC 9457 ``application/problem+json``."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str
+    errors: list[dict[str, Any]] | None = None

@@ -1,0 +1,191 @@
+"""The routes over an App: sessions, turns, events, webhooks, schedules, health.
+
+See SPEC section 8. Handlers are thin: they check the request with the
+models of :mod:`turnkit.server.models`, call the App's public methods and
+shape what comes back; errors become problems in :mod:`turnkit.server.problems`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from fastapi import APIRouter, Depends, Path, Request, Response
+
+from turnkit.errors import TurnNotFoundError
+from turnkit.server.events import events_route
+from turnkit.server.models import (
+    CancelOut,
+    CreateSession,
+    Health,
+    PostTurn,
+    QuestionOut,
+    ReceiptOut,
+    ScheduleOut,
+    SessionOut,
+    TurnOut,
+    WebhookAccepted,
+)
+from turnkit.server.problems import responses
+
+__all__ = ["guarded_routes", "open_routes"]
+
+SessionId = Path(min_length=1, max_length=64, description="the session's id")
+
+
+def _question(question: Any) -> QuestionOut | None:
+    return None if question is None else QuestionOut.model_validate(question.to_dict())
+
+
+def session_out(session: Any) -> SessionOut:
+    return SessionOut(
+        id=session.id,
+        agent=session.agent,
+        key=session.key,
+        status=session.status,
+        question=_question(session.question),
+        data=session.data,
+        created_at=session.created_at,
+        parent_id=session.parent_id,
+        ended_at=session.ended_at,
+    )
+
+
+def turn_out(turn: Any) -> TurnOut:
+    return TurnOut(
+        id=turn.id,
+        session_id=turn.session_id,
+        seq=turn.seq,
+        status=turn.status,
+        input=turn.input.to_dict(),
+        output=turn.output,
+        question=_question(turn.question),
+        error=turn.error,
+        reason=turn.reason,
+        started_at=turn.started_at,
+        ended_at=turn.ended_at,
+    )
+
+
+def guarded_routes(app: Any, guard: Any) -> APIRouter:
+    """The routes that need the API key."""
+    router = APIRouter(dependencies=[Depends(guard)], responses=responses(401))
+
+    @router.post(
+        "/sessions",
+        status_code=201,
+        response_model=SessionOut,
+        responses={200: {"model": SessionOut, "description": "the existing session of key"}}
+        | responses(400, 413, 415, 422),
+    )
+    async def create_session(body: CreateSession, response: Response) -> SessionOut:
+        """A new session of ``agent``; with ``key``, the existing one of that key (200)."""
+        found = None
+        if body.key is not None and body.agent in app.agents:
+            found = await app.find_session(body.agent, body.key)
+        session = found or await app.create_session(body.agent, body.key, body.data)
+        if found is not None:
+            response.status_code = 200
+        return session_out(session)
+
+    @router.get("/sessions/{session_id}", responses=responses(404, 422))
+    async def get_session(session_id: str = SessionId) -> SessionOut:
+        """The session's state."""
+        return session_out(await app.get_session(session_id))
+
+    @router.get("/sessions/{session_id}/messages", responses=responses(404, 422))
+    async def get_messages(session_id: str = SessionId) -> list[dict[str, Any]]:
+        """The durable conversation, as wire dicts, oldest first."""
+        return [message.to_dict() for message in await app.history(session_id)]
+
+    @router.post(
+        "/sessions/{session_id}/turns",
+        status_code=202,
+        responses=responses(400, 404, 409, 413, 415, 422),
+    )
+    async def post_turn(body: PostTurn, session_id: str = SessionId) -> ReceiptOut:
+        """Give the session an input; it is durable when this answers."""
+        receipt = await app.send(
+            session_id,
+            text=body.input.text,
+            payload=body.input.payload,
+            idempotency_key=body.idempotency_key,
+            answers=body.answers,
+        )
+        return _receipt(receipt)
+
+    @router.get("/sessions/{session_id}/turns/{turn_id}", responses=responses(404, 422))
+    async def get_turn(
+        session_id: str = SessionId, turn_id: str = Path(min_length=1, max_length=64)
+    ) -> TurnOut:
+        """One turn of the session."""
+        await app.get_session(session_id)
+        turn = await app.get_turn(turn_id)
+        if turn.session_id != session_id:
+            raise TurnNotFoundError(turn_id)
+        return turn_out(turn)
+
+    events_route(router, app)
+
+    @router.post("/sessions/{session_id}/cancel", status_code=202, responses=responses(404, 422))
+    async def cancel(session_id: str = SessionId) -> CancelOut:
+        """Cancel the running turn (reason ``cancelled``); queued inputs still run."""
+        await app.get_session(session_id)
+        return CancelOut(turn_id=await app.cancel(session_id))
+
+    @router.post("/sessions/{session_id}/end", responses=responses(404, 422))
+    async def end(session_id: str = SessionId) -> SessionOut:
+        """End the session: its turns are cancelled and it takes no more input."""
+        return session_out(await app.end_session(session_id))
+
+    @router.get("/schedules")
+    async def schedules() -> list[ScheduleOut]:
+        """Every schedule, with the next instant it fires."""
+        return [ScheduleOut(**dataclasses.asdict(item)) for item in await app.schedules()]
+
+    return router
+
+
+def _receipt(receipt: Any) -> ReceiptOut:
+    return ReceiptOut(
+        input_id=receipt.input_id,
+        turn_id=receipt.turn_id,
+        status=receipt.status,
+        duplicate=receipt.duplicate,
+    )
+
+
+def open_routes(app: Any) -> APIRouter:
+    """The routes without the API key: signed webhooks and health."""
+    router = APIRouter()
+
+    @router.post(
+        "/webhooks/{webhook_id}",
+        status_code=202,
+        responses={200: {"model": WebhookAccepted, "description": "a replay: nothing stored"}}
+        | responses(400, 401, 404, 409, 413, 415, 422),
+    )
+    async def webhook(
+        request: Request, response: Response, webhook_id: str = Path(min_length=1, max_length=100)
+    ) -> WebhookAccepted:
+        """A Standard Webhooks delivery; its JSON body becomes the payload of an input."""
+        body = await request.body()
+        delivery = await app.deliver_webhook(webhook_id, request.headers, body)
+        receipt = delivery.receipt
+        if receipt.duplicate:
+            response.status_code = 200
+        return WebhookAccepted(
+            webhook_id=delivery.webhook_id,
+            message_id=delivery.message_id,
+            session_id=delivery.session_id,
+            input_id=receipt.input_id,
+            turn_id=receipt.turn_id,
+            duplicate=receipt.duplicate,
+        )
+
+    @router.get("/healthz")
+    async def healthz() -> Health:
+        """Whether the server answers."""
+        return Health(status="ok")
+
+    return router
