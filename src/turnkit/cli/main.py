@@ -56,6 +56,10 @@ def _parser() -> argparse.ArgumentParser:
     models = commands.add_parser("models", help="list the models and keys configured here")
     models.add_argument("--json", action="store_true")
     models.set_defaults(handler=_models)
+
+    from turnkit.cli.serve import add_commands
+
+    add_commands(commands)
     return parser
 
 

@@ -98,22 +98,25 @@ def create_app(app: Any, api_key: str | None = None, *, manage_app: bool = True)
     api.include_router(guarded_routes(app, _guard(api_key)))
     api.include_router(open_routes(app))
     api.add_middleware(BodyLimits)
-    _document_problems(api)
+    _document(api, app)
     return api
 
 
-def _document_problems(api: FastAPI) -> None:
-    """Put the Problem schema, which error responses refer to, in the OpenAPI components."""
+def _document(api: FastAPI, app: Any) -> None:
+    """Complete ``/openapi.json``: the Problem schema errors refer to, the App's agent names."""
     from turnkit.server.models import Problem
 
     build = api.openapi
 
     def openapi() -> dict[str, Any]:
         if api.openapi_schema is None:
-            schema = build()
-            schema.setdefault("components", {}).setdefault("schemas", {})["Problem"] = (
-                Problem.model_json_schema(ref_template="#/components/schemas/{model}")
+            schemas = build().setdefault("components", {}).setdefault("schemas", {})
+            schemas["Problem"] = Problem.model_json_schema(
+                ref_template="#/components/schemas/{model}"
             )
+            agent = schemas["CreateSession"]["properties"]["agent"]
+            agent["enum"] = list(app.agents)
+            agent["description"] = "the name of one of the App's agents"
         return api.openapi_schema  # type: ignore[return-value]
 
     api.openapi = openapi  # type: ignore[method-assign]

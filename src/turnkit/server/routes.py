@@ -12,7 +12,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Path, Request, Response
 
-from turnkit.errors import TurnNotFoundError
+from turnkit.errors import InvalidInputError, TurnNotFoundError
 from turnkit.server.events import events_route
 from turnkit.server.models import (
     CancelOut,
@@ -105,13 +105,17 @@ def guarded_routes(app: Any, guard: Any) -> APIRouter:
     )
     async def post_turn(body: PostTurn, session_id: str = SessionId) -> ReceiptOut:
         """Give the session an input; it is durable when this answers."""
-        receipt = await app.send(
-            session_id,
-            text=body.input.text,
-            payload=body.input.payload,
-            idempotency_key=body.idempotency_key,
-            answers=body.answers,
-        )
+        try:
+            receipt = await app.send(
+                session_id,
+                text=body.input.text,
+                payload=body.input.payload,
+                idempotency_key=body.idempotency_key,
+                answers=body.answers,
+            )
+        except InvalidInputError:
+            await app.get_session(session_id)  # an unknown session is a 404 whatever the input
+            raise
         return _receipt(receipt)
 
     @router.get("/sessions/{session_id}/turns/{turn_id}", responses=responses(404, 422))
