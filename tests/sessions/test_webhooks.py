@@ -185,3 +185,19 @@ def test_webhook_definitions_are_checked() -> None:
     app.webhook("gh", "triage", SECRET)
     with pytest.raises(ValueError, match="already defined"):
         app.webhook("gh", "triage", SECRET)
+
+
+async def test_concurrent_replays_store_one_input(any_db_url: str) -> None:
+    import asyncio
+
+    db_url = any_db_url
+    body = b'{"n": 1}'
+    headers = signed(body, "msg_same")
+    async with webhook_app(db_url) as app:
+        await app.create_session("triage", key="webhook:github")
+        results = await asyncio.gather(
+            *(app.deliver_webhook("github", headers, body) for _ in range(8))
+        )
+        assert sum(not r.receipt.duplicate for r in results) == 1
+        assert len({r.receipt.input_id for r in results}) == 1
+        assert await count_inputs(app) == 1

@@ -38,17 +38,7 @@ def _question(question: Any) -> QuestionOut | None:
 
 
 def session_out(session: Any) -> SessionOut:
-    return SessionOut(
-        id=session.id,
-        agent=session.agent,
-        key=session.key,
-        status=session.status,
-        question=_question(session.question),
-        data=session.data,
-        created_at=session.created_at,
-        parent_id=session.parent_id,
-        ended_at=session.ended_at,
-    )
+    return SessionOut.model_validate(dataclasses.asdict(session))
 
 
 def turn_out(turn: Any) -> TurnOut:

@@ -33,6 +33,7 @@ import sqlalchemy as sa
 from turnkit.errors import InvalidInputError, SessionEndedError, UnknownAgentError
 from turnkit.sessions import _checks as check
 from turnkit.sessions import schema as t
+from turnkit.sessions._accept import accept_once
 from turnkit.sessions._db import now as wall_now
 from turnkit.sessions.inputs import ScheduleInfo
 from turnkit.sessions.store import NewInput
@@ -335,7 +336,7 @@ def _complete(app: Any, defn: ScheduleDef, session_id: str, stamp: float) -> Sch
         f"schedule:{defn.id}:{int(stamp)}",
     )
     try:
-        receipt = core.store.accept_input(session_id, new)
+        receipt = accept_once(core.store, session_id, new)
     except SessionEndedError:
         log.warning("schedule %r: its session %s has ended; not fired", defn.id, session_id)
         _settle(core.store, defn.id, stamp, None)

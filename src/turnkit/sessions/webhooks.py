@@ -35,6 +35,7 @@ from turnkit.errors import (
     WebhookSignatureError,
 )
 from turnkit.sessions import _checks as check
+from turnkit.sessions._accept import accept_once
 from turnkit.sessions.records import Receipt
 from turnkit.sessions.store import NewInput
 
@@ -202,5 +203,5 @@ async def deliver_webhook(
         {"webhook": {"id": defn.id, "message_id": message_id}},
         f"webhook:{defn.id}:{message_id}",
     )
-    receipt = await asyncio.to_thread(core.store.accept_input, session.id, new)
+    receipt = await asyncio.to_thread(accept_once, core.store, session.id, new)
     return WebhookDelivery(defn.id, message_id, session.id, receipt)
