@@ -265,3 +265,29 @@ def test_the_local_model_is_held_to_the_schema_by_a_grammar() -> None:
     assert isinstance(result.output_data, City)
     assert len(result.messages) == 1  # valid the first time: no feedback round
     assert City.model_validate_json(result.output) == result.output_data
+
+
+class Draft(BaseModel):
+    title: str
+    tags: list[str] = []
+
+
+async def test_a_schema_with_optional_fields_is_sent_without_openai_strict_mode() -> None:
+    with FakeOpenAIChat(Reply([Text('{"title": "Hi"}')])) as fake:
+        agent = Agent(AgentConfig("a", model=_openai_chat(fake), output_type=Draft))
+        result = await agent.run("Draft?")
+        fmt = fake.requests[-1].body["response_format"]["json_schema"]
+    assert result.output_data == Draft(title="Hi")
+    assert fmt["strict"] is False  # strict mode would refuse the optional "tags"
+    assert fmt["schema"]["additionalProperties"] is False
+
+
+async def test_the_orchestrator_passes_structured_output_through_its_metered_model() -> None:
+    from turnkit import Orchestrator
+
+    model = ScriptedModel([OSLO], structured_output=True)
+    result = await Orchestrator(default_model=model).run_agent(
+        AgentConfig("a", output_type=City), "Oslo?"
+    )
+    assert result.output_data == City(name="Oslo", population=709000)
+    assert model.requests[0].output is not None
