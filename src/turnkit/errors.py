@@ -101,6 +101,11 @@ class ProviderError(TurnkitError):
         where = f"{provider} {status}" if status is not None else provider
         super().__init__(f"{where}: {message}")
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # Keyword-only fields: pickled as state (durable steps and process
+        # boundaries carry errors), for this class and its subclasses.
+        return (_rebuild_with_state, (type(self), self.args, dict(vars(self))))
+
 
 class UnsupportedContentError(ProviderError):
     """A block that this provider or model cannot take (never dropped silently)."""
@@ -158,6 +163,15 @@ class TokenBudgetExceededError(BudgetExceededError):
 
 class CostBudgetExceededError(BudgetExceededError):
     """The cost spent reached ``Budget.max_cost_usd``; the next model call is refused."""
+
+
+def _rebuild_with_state(
+    kind: type[Exception], args: tuple[object, ...], state: dict[str, object]
+) -> Exception:
+    error = kind.__new__(kind)
+    error.args = args
+    vars(error).update(state)
+    return error
 
 
 def _rebuild_budget_error(

@@ -38,3 +38,23 @@ def test_orchestrator_and_transcript_converters_load_on_first_use() -> None:
     assert before == "[]"
     assert after == "['turnkit.orchestrator', 'turnkit.messages.formats']"
     assert missing == "[]"
+
+
+def test_public_errors_are_importable_from_turnkit_and_old_paths_still_work() -> None:
+    import turnkit.errors
+    from turnkit.tools import ToolInputError as from_tools
+    from turnkit.tools.tool import ToolInputError as from_tool_module
+
+    for name in ("ProviderError", "UnsupportedContentError", "ImagePolicyError", "ToolInputError"):
+        assert name in turnkit.__all__
+        assert getattr(turnkit, name) is getattr(turnkit.errors, name)
+    assert from_tools is from_tool_module is turnkit.ToolInputError
+    assert issubclass(turnkit.ToolInputError, turnkit.TurnkitError)
+
+
+def test_turnkit_messages_exports_no_internals() -> None:
+    import turnkit.messages
+
+    for internal in ("freeze_json", "interrupted_result"):
+        assert internal not in turnkit.messages.__all__
+        assert not hasattr(turnkit.messages, internal)

@@ -243,3 +243,15 @@ def test_an_error_inside_a_stream_is_retryable_unless_it_names_a_bad_request() -
         "overloaded_error!",
     )
     assert not bad.retryable
+
+
+def test_provider_errors_survive_pickling_with_every_field() -> None:
+    import pickle
+
+    error = ProviderError("slow down", provider="openai", status=429, retryable=True, retried=True)
+    error.retry_after = 2.0
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is ProviderError and str(copy) == str(error)
+    assert vars(copy) == vars(error)
+    refused = pickle.loads(pickle.dumps(UnsupportedContentError("no zip", provider="openai")))
+    assert type(refused) is UnsupportedContentError and refused.message == "no zip"

@@ -50,6 +50,7 @@ from turnkit.providers.rules import prepare
 __all__ = ["SKIP_SIGNATURE", "GeminiModel"]
 
 PROVIDER = "gemini"
+_RETRY_STATUSES = [408, 409, 429, 500, 501, 502, 503, 504]
 _REFUSALS = {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"}
 
 
@@ -69,9 +70,9 @@ class GeminiModel(Model):
         self.name = name
         self.max_retries = max_retries
         self._api_key = api_key
-        self._options = types.HttpOptions(
-            base_url=base_url, retry_options=types.HttpRetryOptions(attempts=max_retries + 1)
-        )
+        # The SDK retries the statuses every provider calls retryable (edges).
+        retry = types.HttpRetryOptions(attempts=max_retries + 1, http_status_codes=_RETRY_STATUSES)
+        self._options = types.HttpOptions(base_url=base_url, retry_options=retry)
 
     @property
     def client(self) -> genai.Client:
