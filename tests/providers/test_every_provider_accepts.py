@@ -4,8 +4,10 @@ Histories are generated turn by turn: user text (sometimes blank), images,
 assistant text, tool calls with odd ids (answered, partly answered or not at
 all), results with images, and thinking that is foreign, unsigned or signed
 by the very model being called. After ``normalize_tool_call_history`` each
-provider converts it and its strict fake must answer 200. Streaming and
-non-streaming must give the same final message.
+provider converts it and its strict fake must answer 200 (a history left with
+only blank text and thinking is refused with InvalidMessageError before any
+request, the documented rule). Streaming and non-streaming must give the same
+final message.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from fakes.anthropic import thinking_signature
 from fakes.gemini import FakeGemini, thought_signature
 from turnkit import (
     ImageBlock,
+    InvalidMessageError,
     Message,
     TextBlock,
     ThinkingBlock,
@@ -153,7 +156,19 @@ def test_every_valid_history_is_accepted(
         events = [event async for event in model.stream(request)]
         return whole, events[-1].response
 
-    whole, streamed = asyncio.run(both())
+    before = len(fake.requests)
+    try:
+        whole, streamed = asyncio.run(both())
+    except InvalidMessageError as err:  # only blank text (and thinking) was left to send
+        assert "nothing to send" in str(err) and len(fake.requests) == before
+        assert all(
+            isinstance(b, ThinkingBlock) or (isinstance(b, TextBlock) and not b.text.strip())
+            for m in history
+            for b in m.content
+        )
+        while fake.pending:
+            fake.next_reply(None)
+        return
     assert whole.text == "Done." and whole.tool_calls[0].name == "add"
     assert streamed.message.content == whole.message.content or _same_but_ids(streamed, whole)
 
