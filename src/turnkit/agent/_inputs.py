@@ -26,7 +26,7 @@ _USER_BLOCKS = (TextBlock, ImageBlock, FileBlock, ToolResultBlock)
 def run_input(value: object) -> tuple[Message, ...]:
     """``run()``/``stream()`` input: a str, or a non-empty list of messages."""
     if isinstance(value, str):
-        return (Message("user", (TextBlock(value),)),)
+        return (Message("user", (_text(value),)),)
     if not isinstance(value, (list, tuple)):
         problem = f"expected a string or a list of messages, got {kind_of(value)}"
         raise InvalidMessageError("input", problem)
@@ -39,7 +39,7 @@ def run_input(value: object) -> tuple[Message, ...]:
 def prompt_blocks(value: object) -> tuple[Block, ...]:
     """``prompt()`` input: a str, or a non-empty list of user content blocks."""
     if isinstance(value, str):
-        return (TextBlock(value),)
+        return (_text(value),)
     if not isinstance(value, (list, tuple)):
         problem = f"expected a string or a list of content blocks, got {kind_of(value)}"
         raise InvalidMessageError("input", problem)
@@ -51,6 +51,14 @@ def prompt_blocks(value: object) -> tuple[Block, ...]:
             problem = f"a {block.type} block is not allowed in a user message"
             raise InvalidMessageError(f"blocks[{index}]", problem)
     return blocks
+
+
+def _text(value: str) -> TextBlock:
+    """A str input as a text block; its problems are named at ``input``."""
+    try:
+        return TextBlock(value)
+    except InvalidMessageError as err:
+        raise InvalidMessageError("input", err.problem) from None
 
 
 def message_input(value: object) -> Message:

@@ -14,6 +14,7 @@ from turnkit.agent.loop import RunState, Turns
 from turnkit.agent.output import OUTPUT_TOOL, OutputType
 from turnkit.agent.results import RunResult, StreamEvent
 from turnkit.messages import Block, Message, validate_messages
+from turnkit.messages._checks import need_str
 from turnkit.providers.base import Model, settings_from
 from turnkit.tools import Tool, ToolSource, gather_tools, is_tool_source, tool
 
@@ -61,7 +62,7 @@ class Agent:
         self._history = history_input(config.history)
         tools, self._sources = _tool_map(config.tools)
         self._turns = Turns(
-            system=config.system,
+            system=None if config.system is None else need_str(config.system, "system"),
             tools=tools,
             settings=settings_from(
                 {

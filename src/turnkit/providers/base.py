@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from turnkit._sync import maybe_await
 from turnkit.errors import InvalidMessageError
 from turnkit.messages import FrozenDict, Message, TextBlock, ThinkingBlock, ToolUseBlock
+from turnkit.messages._checks import clean_str, need_str
 
 if TYPE_CHECKING:
     from turnkit.providers.images import ImagePolicy
@@ -52,6 +53,10 @@ class ToolSpec:
     input_schema: FrozenDict = field(default_factory=lambda: FrozenDict(type="object"))
 
     def __post_init__(self) -> None:
+        if not clean_str(self.name):
+            object.__setattr__(self, "name", need_str(self.name, "name"))
+        if not clean_str(self.description):
+            object.__setattr__(self, "description", need_str(self.description, "description"))
         if not isinstance(self.input_schema, FrozenDict):
             try:
                 schema = FrozenDict(self.input_schema)
@@ -140,6 +145,10 @@ class ModelRequest:
     output: OutputSchema | None = None
     """When set, the final answer must be JSON matching it: only models whose
     :meth:`Model.takes_output_schema` is true get requests with it."""
+
+    def __post_init__(self) -> None:
+        if self.system is not None and not clean_str(self.system):
+            object.__setattr__(self, "system", need_str(self.system, "system"))
 
 
 @dataclass(frozen=True, slots=True)

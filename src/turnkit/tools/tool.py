@@ -15,6 +15,7 @@ from typing import Any, TypeVar, overload
 
 from turnkit.errors import InvalidMessageError, ToolInputError
 from turnkit.messages import FrozenDict, thaw
+from turnkit.messages._checks import need_str
 from turnkit.providers.base import ToolSpec
 
 __all__ = ["DEFAULT_TOOL_TIMEOUT_S", "Tool", "ToolInputError", "tool"]
@@ -69,6 +70,10 @@ class Tool:
             )
         if not isinstance(self.description, str):
             raise TypeError(f"tool {self.name!r}: description must be a string")
+        try:
+            object.__setattr__(self, "description", need_str(self.description, "description"))
+        except InvalidMessageError as err:
+            raise ValueError(f"tool {self.name!r}: {err}") from None
         if not isinstance(self.input_schema, Mapping):
             raise TypeError(f"tool {self.name!r}: input_schema must be a JSON schema object")
         if not isinstance(self.input_schema, FrozenDict):
