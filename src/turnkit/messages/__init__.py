@@ -5,7 +5,8 @@ down, compared by value, and converted for models by the pipeline functions.
 """
 
 from turnkit.errors import InvalidMessageError
-from turnkit.messages._json import FrozenDict, JsonLimits, get_json_limits, set_json_limits, thaw
+from turnkit.messages._json import FrozenDict, thaw
+from turnkit.messages._limits import JsonLimits, get_json_limits, set_json_limits
 from turnkit.messages.blocks import (
     Base64Source,
     Block,
