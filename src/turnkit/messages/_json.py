@@ -463,8 +463,16 @@ def key_step(key: object) -> str:
 
 def thaw(value: Any) -> Any:
     """A plain, mutable deep copy of a frozen JSON value (dicts and lists)."""
-    if isinstance(value, (dict, FrozenDict)):
-        return {key: thaw(item) for key, item in value.items()}
-    if isinstance(value, (tuple, list)):
-        return [thaw(item) for item in value]
-    return value
+    kind = type(value)
+    if kind is FrozenDict:
+        items = value._data.items()
+    elif isinstance(value, (dict, FrozenDict)):
+        items = value.items()
+    elif isinstance(value, (tuple, list)):
+        return [item if type(item) in _PLAIN else thaw(item) for item in value]
+    else:
+        return value
+    return {key: item if type(item) in _PLAIN else thaw(item) for key, item in items}
+
+
+_PLAIN = frozenset({str, int, float, bool, type(None)})
