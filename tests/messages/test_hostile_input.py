@@ -338,3 +338,31 @@ def test_urls_no_http_client_can_use_are_refused_at_validation(url: str, problem
 )
 def test_unusual_but_usable_urls_are_kept(url: str) -> None:
     assert UrlSource(url).url == url
+
+
+class Disguised:
+    """An object whose ``__class__`` raises: isinstance() would run its code."""
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:  # type: ignore[override]
+        raise Boom("__class__ read")
+
+
+@pytest.mark.parametrize(
+    ("build", "path"),
+    [
+        (lambda: TextBlock(Disguised()), "text"),  # type: ignore[arg-type]
+        (lambda: Message("user", [Disguised()]), "content[0]"),
+        (lambda: Message(Disguised(), []), "role"),  # type: ignore[arg-type]
+        (lambda: ToolUseBlock("c", "f", {"k": [Disguised()]}), "input.k[0]"),
+        (lambda: Message.user(metadata=Disguised()), "metadata"),
+        (lambda: Message.user().append_image_url_block(Disguised()), "url"),  # type: ignore[arg-type]
+        (lambda: ImageBlock(Disguised()), "source"),  # type: ignore[arg-type]
+    ],
+)
+def test_objects_are_classified_by_type_never_by_their_own_class_attribute(
+    build: Any, path: str
+) -> None:
+    with pytest.raises(InvalidMessageError) as caught:
+        build()
+    assert caught.value.path == path

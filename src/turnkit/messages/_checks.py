@@ -2,6 +2,8 @@
 
 Each check raises :class:`InvalidMessageError` with a path relative to the
 object being built; callers further out prefix their own position.
+Caller objects are classified by ``type()`` (``issubclass(type(x), str)``),
+never ``isinstance``, which would ask the object's own ``__class__``.
 """
 
 from __future__ import annotations
@@ -30,15 +32,15 @@ def kind_of(value: object) -> str:
     """A short name for the type of ``value``, for error messages."""
     if value is None:
         return "null"
-    if isinstance(value, bool):
+    if issubclass(type(value), bool):
         return "a boolean"
-    if isinstance(value, str):
+    if issubclass(type(value), str):
         return "a string"
-    if isinstance(value, (int, float)):
+    if issubclass(type(value), (int, float)):
         return "a number"
-    if isinstance(value, (list, tuple)):
+    if issubclass(type(value), (list, tuple)):
         return "a list"
-    if isinstance(value, (dict, FrozenDict)):
+    if issubclass(type(value), (dict, FrozenDict)):
         return "an object"
     return str(type(value).__name__)
 
@@ -51,7 +53,7 @@ def need_str(value: object, field: str, *, non_empty: bool = False) -> str:
     surrogates (which no provider can encode) is refused.
     """
     if type(value) is not str:
-        if not isinstance(value, str):
+        if not issubclass(type(value), str):
             raise InvalidMessageError(field, f"expected a string, got {kind_of(value)}")
         value = str.__str__(value)
     if not value.isascii():
@@ -85,7 +87,7 @@ def need_bool(value: object, field: str) -> bool:
 def need_choice(value: object, field: str, choices: tuple[str, ...]) -> str:
     if type(value) is not str or value not in choices:
         allowed = ", ".join(repr(choice) for choice in choices)
-        shown = repr(need_str(value, field)) if isinstance(value, str) else kind_of(value)
+        shown = repr(need_str(value, field)) if issubclass(type(value), str) else kind_of(value)
         raise InvalidMessageError(field, f"expected one of {allowed}, got {shown}")
     return value
 

@@ -206,9 +206,9 @@ class _Walk:
             return self.array(value, depth)  # type: ignore[arg-type]
         if kind is FrozenDict:
             return self.reuse(value, depth)  # type: ignore[arg-type]
-        if isinstance(value, dict):
+        if issubclass(type(value), dict):
             return self.object(value, depth)
-        if isinstance(value, (list, tuple)):
+        if issubclass(type(value), (list, tuple)):
             return self.array(value, depth)
         return self.scalar(value)
 
@@ -228,11 +228,11 @@ class _Walk:
                 return value
             raise _NotPlain(repr(value))
         # A subclass of a JSON type is copied into the type, with the type's methods.
-        if isinstance(value, str):
+        if issubclass(type(value), str):
             return self.scalar(str.__str__(value))
-        if isinstance(value, int):
+        if issubclass(type(value), int):
             return self.scalar(int.__int__(value))
-        if isinstance(value, float):
+        if issubclass(type(value), float):
             return self.scalar(float.__float__(value))
         raise _NotPlain(_describe(value))
 
@@ -274,7 +274,7 @@ class _Walk:
         return result  # type: ignore[no-any-return]
 
     def key(self, key: object) -> str:
-        if isinstance(key, str):
+        if issubclass(type(key), str):
             return str.__str__(key)
         raise _NotPlain(f"key {_safe_repr(key)} is not a string")
 
@@ -282,7 +282,7 @@ class _Walk:
         limits = self.limits
         if depth > limits.max_depth:
             raise _NotPlain("too deep")
-        items = list.copy(value) if isinstance(value, list) else list(tuple.__iter__(value))
+        items = list.copy(value) if issubclass(type(value), list) else list(tuple.__iter__(value))
         self.nodes += len(items)
         if self.nodes > limits.max_nodes:
             self.count(0)
@@ -365,7 +365,7 @@ def freeze_object(value: object, path: str) -> FrozenDict:
     """:func:`freeze_json` for a value that must be a JSON object."""
     if type(value) is FrozenDict:
         return value  # type: ignore[return-value]
-    if not isinstance(value, dict):
+    if not issubclass(type(value), dict):
         raise InvalidMessageError(path, f"expected a JSON object, got {_kind(value)}")
     return freeze_json(value, path)  # type: ignore[no-any-return]
 
@@ -385,7 +385,7 @@ def _located(err: _NotPlain, value: object, path: str, limits: JsonLimits) -> In
 
 def _describe(value: object) -> str:
     kind = type(value)
-    if isinstance(value, type):
+    if issubclass(type(value), type):
         return "class"
     if callable(value):
         return "function"
@@ -393,9 +393,9 @@ def _describe(value: object) -> str:
 
 
 def _kind(value: object) -> str:
-    if isinstance(value, (list, tuple)):
+    if issubclass(type(value), (list, tuple)):
         return "a list"
-    if isinstance(value, str):
+    if issubclass(type(value), str):
         return "a string"
     if value is None:
         return "null"
@@ -415,13 +415,13 @@ def _safe_repr(value: object) -> str:
 
 
 def _children(item: object) -> list[tuple[str, object]] | None:
-    if isinstance(item, dict):
+    if issubclass(type(item), dict):
         return [(key_step(key), child) for key, child in dict.items(item)]
     if type(item) is FrozenDict:
         return [(key_step(key), child) for key, child in item.items()]
-    if isinstance(item, list):
+    if issubclass(type(item), list):
         return [(f"[{index}]", child) for index, child in enumerate(list.copy(item))]
-    if isinstance(item, tuple):
+    if issubclass(type(item), tuple):
         return [(f"[{index}]", child) for index, child in enumerate(tuple.__iter__(item))]
     return None
 
@@ -456,7 +456,7 @@ def _cycle_steps(value: object, max_depth: int) -> str | None:
 
 def key_step(key: object) -> str:
     """``.name`` for an identifier, else ``['a.b']``: never confusable with a path."""
-    if isinstance(key, str) and key.isidentifier() and key.isascii():
+    if issubclass(type(key), str) and key.isidentifier() and key.isascii():
         return f".{key}"
     return f"[{_safe_repr(key)}]"
 
@@ -466,9 +466,9 @@ def thaw(value: Any) -> Any:
     kind = type(value)
     if kind is FrozenDict:
         items = value._data.items()
-    elif isinstance(value, (dict, FrozenDict)):
+    elif issubclass(type(value), (dict, FrozenDict)):
         items = value.items()
-    elif isinstance(value, (tuple, list)):
+    elif issubclass(type(value), (tuple, list)):
         return [item if type(item) in _PLAIN else thaw(item) for item in value]
     else:
         return value

@@ -73,20 +73,20 @@ def _unreadable(value: Any, root: str, err: Exception) -> InvalidMessageError:
 
 
 def _bad_text(value: Any, depth: int) -> list[str] | None:
-    if isinstance(value, str):
+    if issubclass(type(value), str):
         return None if _encodable(value) else []
     if depth > 64:
         return None
-    if isinstance(value, dict):
+    if issubclass(type(value), dict):
         for key, item in dict.items(value):
-            if isinstance(key, str) and not _encodable(key):
+            if issubclass(type(key), str) and not _encodable(key):
                 return [key_step(key)]
             found = _bad_text(item, depth + 1)
             if found is not None:
                 found.append(key_step(key))
                 return found
-    elif isinstance(value, (list, tuple)):
-        items = list.copy(value) if isinstance(value, list) else tuple.__iter__(value)
+    elif issubclass(type(value), (list, tuple)):
+        items = list.copy(value) if issubclass(type(value), list) else tuple.__iter__(value)
         for index, item in enumerate(items):
             found = _bad_text(item, depth + 1)
             if found is not None:

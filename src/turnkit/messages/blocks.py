@@ -114,8 +114,8 @@ Source: TypeAlias = Base64Source | UrlSource
 def _source(block: ImageBlock | FileBlock, *, image: bool) -> None:
     """Build the block's source from a dict if needed; images need image types."""
     source = block.source
-    if not isinstance(source, (Base64Source, UrlSource)):
-        if not isinstance(source, dict):
+    if not issubclass(type(source), (Base64Source, UrlSource)):
+        if not issubclass(type(source), dict):
             raise InvalidMessageError("source", f"expected a source object, got {kind_of(source)}")
         source = from_wire(source, Source, "source")
         force_setattr(block, "source", source)
@@ -133,7 +133,7 @@ class TextBlock(_Frozen, tag="text", tag_field="type"):
     def __post_init__(self) -> None:
         if not clean_str(self.text):
             force_setattr(self, "text", need_str(self.text, "text"))
-        if self.cache is not None and not isinstance(self.cache, CacheControl):
+        if self.cache is not None and not issubclass(type(self.cache), CacheControl):
             force_setattr(self, "cache", from_wire(self.cache, CacheControl, "cache"))
 
     def to_dict(self) -> dict[str, Any]:
@@ -233,7 +233,7 @@ class ToolResultBlock(_Frozen, tag="tool_result", tag_field="type"):
                 self, "tool_use_id", need_str(self.tool_use_id, "tool_use_id", non_empty=True)
             )
         content = self.content
-        if isinstance(content, str):
+        if issubclass(type(content), str):
             if not clean_str(content):
                 force_setattr(self, "content", need_str(content, "content"))
         elif type(content) is not tuple or not _all_result_parts(content):
@@ -241,7 +241,7 @@ class ToolResultBlock(_Frozen, tag="tool_result", tag_field="type"):
         if (
             self.is_error is not False
             and need_bool(self.is_error, "is_error")
-            and not isinstance(self.content, str)
+            and not issubclass(type(self.content), str)
         ):
             raise InvalidMessageError("content", "must be a string when is_error is true")
 
@@ -258,17 +258,17 @@ class ToolResultBlock(_Frozen, tag="tool_result", tag_field="type"):
 
 
 def _all_result_parts(content: tuple[object, ...]) -> bool:
-    return all(isinstance(part, _RESULT_PARTS) for part in content)
+    return all(issubclass(type(part), _RESULT_PARTS) for part in content)
 
 
 def _result_parts(value: object) -> tuple[ResultPart, ...]:
-    if not isinstance(value, (list, tuple)):
+    if not issubclass(type(value), (list, tuple)):
         raise InvalidMessageError("content", f"expected a string or a list, got {kind_of(value)}")
-    items = list.copy(value) if isinstance(value, list) else tuple.__iter__(value)
+    items = list.copy(value) if issubclass(type(value), list) else tuple.__iter__(value)
     parts = []
     for index, item in enumerate(items):
         part = block_from_dict(item, f"content[{index}]")
-        if not isinstance(part, _RESULT_PARTS):
+        if not issubclass(type(part), _RESULT_PARTS):
             problem = (
                 f"a {part.type} block cannot be inside a tool_result (use text, image or file)"
             )
@@ -292,9 +292,9 @@ BLOCK_TYPES: tuple[type, ...] = (
 
 def block_from_dict(data: object, path: str = "") -> Block:
     """Build a block from its wire dict; a block object is returned as is."""
-    if isinstance(data, BLOCK_TYPES):
+    if issubclass(type(data), BLOCK_TYPES):
         return data  # type: ignore[return-value]
-    if not isinstance(data, dict):
-        hint = " (use a text block)" if isinstance(data, str) else ""
+    if not issubclass(type(data), dict):
+        hint = " (use a text block)" if issubclass(type(data), str) else ""
         raise InvalidMessageError(path, f"expected a content block, got {kind_of(data)}{hint}")
     return from_wire(data, Block, path)

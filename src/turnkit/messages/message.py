@@ -92,7 +92,9 @@ class Message(_Frozen):
         content = self.content
         allowed = _ALLOWED_BLOCKS[role]
         if type(content) is not tuple or not allowed.issuperset(map(type, content)):
-            if type(content) is not tuple or not all(isinstance(b, BLOCK_TYPES) for b in content):
+            if type(content) is not tuple or not all(
+                issubclass(type(b), BLOCK_TYPES) for b in content
+            ):
                 content = _content_from(content)
                 force_setattr(self, "content", content)
             _check_placement(content, role)
@@ -104,7 +106,7 @@ class Message(_Frozen):
             force_setattr(self, "id", need_str(self.id, "id"))
         if self.metadata is not None:
             force_setattr(self, "metadata", check_json_object(self.metadata, "metadata"))
-        if self.origin is not None and not isinstance(self.origin, Origin):
+        if self.origin is not None and not issubclass(type(self.origin), Origin):
             force_setattr(self, "origin", from_wire(self.origin, Origin, "origin"))
         if self.invocation_id is not None and not clean_str(self.invocation_id):
             force_setattr(self, "invocation_id", need_str(self.invocation_id, "invocation_id"))
@@ -114,9 +116,9 @@ class Message(_Frozen):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Message:
         """Build a message from its wire dict (see :meth:`to_dict`)."""
-        if not isinstance(data, Mapping):
+        if not issubclass(type(data), Mapping):
             raise InvalidMessageError("", f"expected a message object, got {kind_of(data)}")
-        if not isinstance(data, dict):
+        if not issubclass(type(data), dict):
             try:
                 data = dict(data)
             except Exception as err:
@@ -166,7 +168,7 @@ class Message(_Frozen):
         An empty url returns this message unchanged; a ``data:`` URL becomes a
         base64 source; anything else must be an absolute http(s) URL.
         """
-        if not isinstance(url, str):
+        if not issubclass(type(url), str):
             raise InvalidMessageError("url", f"expected a URL string, got {kind_of(url)}")
         url = need_str(url, "url")
         if not url:
@@ -181,10 +183,10 @@ class Message(_Frozen):
 
 
 def _content_from(value: object) -> tuple[Block, ...]:
-    if isinstance(value, str):
+    if issubclass(type(value), str):
         problem = "expected a list of content blocks, got a string (use a text block)"
         raise InvalidMessageError("content", problem)
-    if not isinstance(value, (list, tuple)):
+    if not issubclass(type(value), (list, tuple)):
         problem = f"expected a list of content blocks, got {kind_of(value)}"
         raise InvalidMessageError("content", problem)
     return from_wire(value, tuple[Block, ...], "content")
@@ -193,7 +195,7 @@ def _content_from(value: object) -> tuple[Block, ...]:
 def _check_placement(content: tuple[Block, ...], role: str) -> None:
     allowed = tuple(_ALLOWED_BLOCKS[role])
     for index, block in enumerate(content):
-        if not isinstance(block, allowed):
+        if not issubclass(type(block), allowed):
             kind = block.type
             problem = f"{_a(kind)} {kind} block is not allowed in {_a(role)} {role} message"
             raise InvalidMessageError(f"content[{index}]", problem)
@@ -219,7 +221,7 @@ def _check_unique_ids(content: tuple[Block, ...]) -> None:
 
 
 def _role(value: object) -> str:
-    if isinstance(value, str):
+    if issubclass(type(value), str):
         role = need_str(value, "role")
         if role in ROLES:
             return role
@@ -231,7 +233,7 @@ def _role(value: object) -> str:
 
 def _parts(parts: tuple[object, ...]) -> tuple[object, ...]:
     return tuple(
-        _text_part(part, index) if isinstance(part, str) else part
+        _text_part(part, index) if issubclass(type(part), str) else part
         for index, part in enumerate(parts)
     )
 

@@ -19,7 +19,7 @@ def validate_messages(value: object, *, path: str = "messages") -> tuple[Message
     data is never read twice. Raises :class:`InvalidMessageError` naming the
     first problem, e.g. ``messages[1].content[0].source.data: not canonical base64``.
     """
-    if not isinstance(value, (list, tuple)):
+    if not issubclass(type(value), (list, tuple)):
         raise InvalidMessageError(path, f"expected a list of messages, got {kind_of(value)}")
     messages = from_wire(value, tuple[Message, ...], path, messages=True)
     _check_unique_tool_ids(messages, path)
@@ -48,7 +48,7 @@ def validate_blocks(value: object, *, path: str = "blocks") -> tuple[Block, ...]
 
     A bare string item is refused: wrap text in a text block.
     """
-    if not isinstance(value, (list, tuple)):
+    if not issubclass(type(value), (list, tuple)):
         raise InvalidMessageError(path, f"expected a list of content blocks, got {kind_of(value)}")
     blocks = from_wire(value, tuple[Block, ...], path)
     seen: set[str] = set()
