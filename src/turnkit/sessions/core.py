@@ -10,9 +10,9 @@ from turnkit.sessions import schema
 from turnkit.sessions._db import Engines, resolve_url
 from turnkit.sessions.engine import DbosEngine
 from turnkit.sessions.notify import Notifier, postgres_probe, sqlite_probe
-from turnkit.sessions.records import Event, Turn
+from turnkit.sessions.records import TERMINAL, Event, Turn
 from turnkit.sessions.runner import TurnRunner
-from turnkit.sessions.store import Store
+from turnkit.sessions.store import Store, ended_key
 from turnkit.sessions.turnlog import TurnLog
 
 __all__ = ["Core"]
@@ -78,19 +78,19 @@ class Core:
     async def wait_turn(self, turn_id: str, timeout: float | None) -> Turn:
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
-        session_id = None
+        key = None  # woken only when a turn of its session ends
         while True:
-            seen = self.notifier.version(session_id or "")
-            turn = await asyncio.to_thread(self.store.turn, turn_id)
-            if turn.done:
-                return turn
-            if session_id is None:  # now the session is known: wait on it
-                session_id = turn.session_id
+            seen = self.notifier.version(key or "")
+            status, found = await asyncio.to_thread(self.store.turn_status, turn_id)
+            if status in TERMINAL:
+                return await asyncio.to_thread(self.store.turn, turn_id)
+            if key is None:  # now the session is known: wait on it
+                key = ended_key(found)
                 continue
             left = None if deadline is None else deadline - loop.time()
             if left is not None and left <= 0:
-                raise TimeoutError(f"turn {turn_id!r} is still {turn.status} after {timeout} s")
-            await self.notifier.wait(session_id, seen, left)
+                raise TimeoutError(f"turn {turn_id!r} is still {status} after {timeout} s")
+            await self.notifier.wait(key, seen, left)
 
     async def follow(self, session_id: str, after: int) -> AsyncIterator[Event]:
         while True:

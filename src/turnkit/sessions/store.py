@@ -72,6 +72,28 @@ class NewInput:
         self.describe = describe  # the text its input.received event shows, if not its own
 
 
+# Built once: the hottest statements, executed with parameters only.
+_BUMP = {
+    name: t.sessions.update()
+    .where(t.sessions.c.id == sa.bindparam("sid"))
+    .values({name: t.sessions.c[name] + sa.bindparam("by")})
+    .returning(t.sessions.c[name])
+    for name in ("event_seq", "input_seq", "turn_seq", "message_seq")
+}
+_INSERT_EVENT = t.events.insert()
+_TURN_STATUS = sa.select(t.turns.c.status, t.turns.c.session_id).where(
+    t.turns.c.id == sa.bindparam("tid")
+)
+
+
+TURN_ENDS = frozenset({"turn.completed", "turn.failed", "turn.cancelled"})
+
+
+def ended_key(session_id: str) -> str:
+    """The notification key of "a turn of this session ended"."""
+    return f"{session_id}#ended"
+
+
 class Tx:
     """One write transaction: statements plus the events they cause."""
 
@@ -84,13 +106,7 @@ class Tx:
 
     def bump(self, session_id: str, counter: str, by: int = 1) -> int:
         """Add ``by`` to one of the session's counters; the new value."""
-        column = t.sessions.c[counter]
-        row = self.conn.execute(
-            t.sessions.update()
-            .where(t.sessions.c.id == session_id)
-            .values({counter: column + by})
-            .returning(column)
-        ).first()
+        row = self.conn.execute(_BUMP[counter], {"sid": session_id, "by": by}).first()
         if row is None:
             raise SessionNotFoundError(session_id)
         return int(row[0])
@@ -100,17 +116,18 @@ class Tx:
     ) -> int:
         """Append one event to the session's log; its id."""
         seq = self.bump(session_id, "event_seq")
-        inserted = self.conn.execute(
-            t.events.insert().values(
-                session_id=session_id,
-                seq=seq,
-                turn_id=turn_id,
-                type=type,
-                timestamp=now(),
-                data=dumps(data),
-            )
-        )
+        values = {
+            "session_id": session_id,
+            "seq": seq,
+            "turn_id": turn_id,
+            "type": type,
+            "timestamp": now(),
+            "data": dumps(data),
+        }
+        inserted = self.conn.execute(_INSERT_EVENT, values)
         self.appended.add(session_id)
+        if type in TURN_ENDS:  # waiters on a turn's end listen on this key only
+            self.appended.add(ended_key(session_id))
         return int(inserted.inserted_primary_key[0])
 
 
@@ -265,6 +282,14 @@ class Store:
             return accept(self, tx, session_id, new)
 
     # -- turns ---------------------------------------------------------------
+
+    def turn_status(self, turn_id: str) -> tuple[str, str]:
+        """The turn's status and session id (cheap: for waiting)."""
+        with self.read() as conn:
+            row = conn.execute(_TURN_STATUS, {"tid": turn_id}).first()
+        if row is None:
+            raise TurnNotFoundError(turn_id)
+        return row.status, row.session_id
 
     def turn(self, turn_id: str) -> Turn:
         with self.read() as conn:
