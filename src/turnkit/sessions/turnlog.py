@@ -10,6 +10,7 @@ write here goes with its event, in one transaction.
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +25,9 @@ from turnkit.sessions.records import Question
 from turnkit.sessions.routing import hold_queued
 from turnkit.sessions.store import Store, Tx, cut_utf8
 
-__all__ = ["Claim", "Progress", "Step", "TurnLog"]
+__all__ = ["HISTORY_CACHE_SESSIONS", "Claim", "Progress", "Step", "TurnLog"]
+
+HISTORY_CACHE_SESSIONS = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +76,8 @@ class TurnLog:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        self._history: dict[str, tuple[int, tuple[tuple[str, Message], ...]]] = {}
+        self._history_lock = threading.Lock()
 
     def claim(self, session_id: str, workflow_id: str) -> Claim | None:
         """The turn ``workflow_id`` is to run, or None when there is none.
@@ -126,24 +131,45 @@ class TurnLog:
                 t.sessions.c.id == row.session_id
             )
         ).one()
-        stored = tx.execute(
-            sa.select(t.messages.c.message, t.messages.c.turn_id)
-            .where(t.messages.c.session_id == row.session_id)
-            .order_by(t.messages.c.position)
-        ).all()
+        stored = self._messages(tx, row.session_id)
         # The loop replays this turn's own replies from its steps: start before them.
-        own = [m for m in stored if m.turn_id == row.id]
-        history = [m for m in stored if m.turn_id != row.id] + own[:1]
+        own = [m for turn_id, m in stored if turn_id == row.id]
+        history = [m for turn_id, m in stored if turn_id != row.id] + own[:1]
         return Claim(
             row.id,
             row.session_id,
             session.agent,
             AgentInput.from_dict(json.loads(row.input)),
-            tuple(Message.from_dict(json.loads(m.message)) for m in history),
+            tuple(history),
             json.loads(session.data),
             len(own),
             resumed,
         )
+
+    def _messages(self, tx: Tx, session_id: str) -> tuple[tuple[str, Message], ...]:
+        """The session's stored messages with their turn ids, oldest first.
+
+        Stored messages never change, so what was read before is kept (for
+        the sessions used last) and only newer positions are read: a turn of
+        a long session does not re-read and re-validate its whole history.
+        """
+        cache = self._history
+        with self._history_lock:
+            known = cache.pop(session_id, (0, ()))
+        position, messages = known
+        rows = tx.execute(
+            sa.select(t.messages.c.position, t.messages.c.message, t.messages.c.turn_id)
+            .where(t.messages.c.session_id == session_id, t.messages.c.position > position)
+            .order_by(t.messages.c.position)
+        ).all()
+        if rows:
+            fresh = tuple((r.turn_id, Message.from_dict(json.loads(r.message))) for r in rows)
+            position, messages = rows[-1].position, messages + fresh
+        with self._history_lock:
+            cache[session_id] = (position, messages)  # last used goes last
+            while len(cache) > HISTORY_CACHE_SESSIONS:
+                cache.pop(next(iter(cache)))
+        return messages
 
     # -- steps ---------------------------------------------------------------
 
