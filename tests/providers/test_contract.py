@@ -313,7 +313,7 @@ def check_refusal(messages: list[Message], error: Exception) -> None:
 
 
 @settings(
-    max_examples=40,
+    max_examples=30,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
