@@ -38,7 +38,6 @@ __all__ = [
     "tool_turn_schema",
 ]
 
-PROVIDER = "local"
 _MAX_REF_DEPTH = 8
 DEFAULT_SYSTEM = "You are a helpful assistant. Answer briefly and accurately."
 """Used when a request has no system text: without one, this small model
