@@ -29,10 +29,10 @@ class _Server(uvicorn.Server):
 
 
 @contextmanager
-def serving(app: App, api_key: str | None = API_KEY) -> Iterator[str]:
+def serving(app: App, api_key: str | None = API_KEY, **options: Any) -> Iterator[str]:
     """Serve ``app`` (started and stopped by the server); its base URL."""
     config = uvicorn.Config(
-        create_app(app, api_key),
+        create_app(app, api_key, **options),
         host="127.0.0.1",
         port=0,
         log_level="warning",

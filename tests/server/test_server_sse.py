@@ -87,3 +87,16 @@ async def test_a_hundred_followers_each_receive_every_event_once(db_url: str) ->
             assert {e["type"] for e in everything} >= {"input.received", "turn.completed"}
             for got in results:
                 assert got == everything
+
+
+async def test_an_idle_stream_gets_keep_alive_comments(db_url: str) -> None:
+    with serving(echo_app(db_url), sse_ping=0.1) as base:
+        async with httpx2.AsyncClient(base_url=base, headers=AUTH, timeout=30) as http:
+            sid = (await http.post("/sessions", json={"agent": "echo"})).json()["id"]
+            comments = 0
+            async with http.stream("GET", f"/sessions/{sid}/events", headers=STREAM) as r:
+                async for line in r.aiter_lines():
+                    assert not line.startswith(("id:", "data:")), line  # nothing happened
+                    comments += line.startswith(":")
+                    if comments == 3:
+                        break

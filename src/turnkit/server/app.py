@@ -19,6 +19,7 @@ from fastapi import FastAPI, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
 
+from turnkit.server.events import PING_SECONDS
 from turnkit.server.limits import BodyLimits
 from turnkit.server.problems import install_handlers
 from turnkit.server.routes import guarded_routes, open_routes
@@ -72,12 +73,19 @@ def _guard(api_key: str | None) -> Any:
     return guard
 
 
-def create_app(app: Any, api_key: str | None = None, *, manage_app: bool = True) -> FastAPI:
+def create_app(
+    app: Any,
+    api_key: str | None = None,
+    *,
+    manage_app: bool = True,
+    sse_ping: float = PING_SECONDS,
+) -> FastAPI:
     """The HTTP API of ``app`` (a :class:`turnkit.App`).
 
     ``api_key``: the bearer key clients must send (None: no key; ``turnkit
     serve`` then listens on loopback only). ``manage_app``: start the App
     with the server and stop it after (False when the caller runs it).
+    ``sse_ping``: seconds between keep-alive comments on idle event streams.
     """
 
     @asynccontextmanager
@@ -95,7 +103,7 @@ def create_app(app: Any, api_key: str | None = None, *, manage_app: bool = True)
         lifespan=lifespan,
     )
     install_handlers(api)
-    api.include_router(guarded_routes(app, _guard(api_key)))
+    api.include_router(guarded_routes(app, _guard(api_key), sse_ping))
     api.include_router(open_routes(app))
     api.add_middleware(BodyLimits)
     _document(api, app)

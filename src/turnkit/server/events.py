@@ -6,11 +6,15 @@ each event's ``id:`` is its ``seq``, its ``event:`` its type and its
 ``after``) and follows the App's ``follow()``, which reads the log by
 ``seq``: an event written while the stream starts is sent once, never
 skipped. Comments keep the connection alive while nothing happens; the
-stream ends once the session has ended and its last event was sent.
+stream ends once the session has ended and its last event was sent, or
+when the server stops (the stream is then closed properly, and the client
+resumes from its ``Last-Event-ID`` elsewhere).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -22,14 +26,15 @@ from turnkit.server.problems import problem, responses
 __all__ = ["PING_SECONDS", "events_route"]
 
 PING_SECONDS = 15.0
+SHUTDOWN_GRACE_SECONDS = 2.0
 
 
 def _wants_stream(request: Request) -> bool:
     return "text/event-stream" in request.headers.get("accept", "").lower()
 
 
-def events_route(router: APIRouter, app: Any) -> None:
-    """Add the events route to ``router``."""
+def events_route(router: APIRouter, app: Any, ping: float = PING_SECONDS) -> None:
+    """Add the events route to ``router`` (``ping``: seconds between keep-alive comments)."""
 
     @router.get(
         "/sessions/{session_id}/events",
@@ -58,17 +63,48 @@ def events_route(router: APIRouter, app: Any) -> None:
                 return problem(400, f"Last-Event-ID must be an event seq, got {last_event_id!r}")
             after = int(last_event_id)
         await app.get_session(session_id)  # a 404 now, not an empty stream
-        return _stream(app, session_id, after)
+        return _stream(app, session_id, after, ping)
 
     return None
 
 
-def _stream(app: Any, session_id: str, after: int) -> Any:
+def _stream(app: Any, session_id: str, after: int, ping: float) -> Any:
+    import anyio
     from sse_starlette import EventSourceResponse, ServerSentEvent
 
+    stopping = anyio.Event()  # set by sse-starlette when the server shuts down
+
     async def generate() -> AsyncIterator[ServerSentEvent]:
-        async for event in app.follow(session_id, after):
+        async for event in _until(app.follow(session_id, after), stopping):
             data = EventOut.model_validate(event.to_dict()).model_dump_json()
             yield ServerSentEvent(data=data, id=str(event.seq), event=event.type)
 
-    return EventSourceResponse(generate(), ping=PING_SECONDS, send_timeout=30)
+    return EventSourceResponse(
+        generate(),
+        ping=ping,
+        send_timeout=30,
+        shutdown_event=stopping,
+        shutdown_grace_period=SHUTDOWN_GRACE_SECONDS,
+    )
+
+
+async def _until(events: AsyncIterator[Any], stopping: Any) -> AsyncIterator[Any]:
+    """The items of ``events`` until ``stopping`` is set; then the stream ends cleanly."""
+    stop = asyncio.ensure_future(stopping.wait())
+    try:
+        while True:
+            step = asyncio.ensure_future(anext(events))
+            await asyncio.wait({step, stop}, return_when=asyncio.FIRST_COMPLETED)
+            if not step.done():
+                step.cancel()
+                with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                    await step
+                return
+            try:
+                item = step.result()
+            except StopAsyncIteration:
+                return
+            yield item
+    finally:
+        stop.cancel()
+        await events.aclose()  # type: ignore[attr-defined]

@@ -57,7 +57,7 @@ def turn_out(turn: Any) -> TurnOut:
     )
 
 
-def guarded_routes(app: Any, guard: Any) -> APIRouter:
+def guarded_routes(app: Any, guard: Any, ping: float) -> APIRouter:
     """The routes that need the API key."""
     router = APIRouter(dependencies=[Depends(guard)], responses=responses(401))
 
@@ -119,7 +119,7 @@ def guarded_routes(app: Any, guard: Any) -> APIRouter:
             raise TurnNotFoundError(turn_id)
         return turn_out(turn)
 
-    events_route(router, app)
+    events_route(router, app, ping)
 
     @router.post("/sessions/{session_id}/cancel", status_code=202, responses=responses(404, 422))
     async def cancel(session_id: str = SessionId) -> CancelOut:
