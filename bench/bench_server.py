@@ -88,14 +88,13 @@ async def python_latency(db: str, followers: int, events: int) -> list[float]:
         async def follower() -> None:
             async for event in local.follow(sid):
                 if event.type == "input.received":
-                    samples.append(time.perf_counter() - sent[event.data["input_id"]])
+                    samples.append(time.perf_counter() - sent[event.data["text"]])
 
         tasks = [asyncio.create_task(follower()) for _ in range(followers)]
         await asyncio.sleep(0.5)  # let the followers connect (benchmark, not a test)
         for n in range(events):
-            start = time.perf_counter()
+            sent[f"e{n}"] = time.perf_counter()  # keyed by text: it may arrive before send returns
             receipt = await local.send(sid, text=f"e{n}")
-            sent[receipt.input_id] = start
             await local.wait(receipt.turn_id, timeout=30)
         await local.end_session(sid)
         await asyncio.wait_for(asyncio.gather(*tasks), 60)
@@ -157,15 +156,16 @@ async def http_latency(db: str, followers: int, events: int) -> list[float]:
                     async for line in r.aiter_lines():
                         if line.startswith("data: ") and '"input.received"' in line:
                             data = json.loads(line[6:])
-                            samples.append(time.perf_counter() - sent[data["data"]["input_id"]])
+                            samples.append(time.perf_counter() - sent[data["data"]["text"]])
 
             tasks = [asyncio.create_task(follower()) for _ in range(followers)]
             await asyncio.sleep(1.0)  # let the followers connect (benchmark, not a test)
             for n in range(events):
-                start = time.perf_counter()
-                posted = await http.post(f"/sessions/{sid}/turns", json={"input": {"text": f"{n}"}})
+                sent[f"e{n}"] = time.perf_counter()
+                posted = await http.post(
+                    f"/sessions/{sid}/turns", json={"input": {"text": f"e{n}"}}
+                )
                 receipt = posted.json()
-                sent[receipt["input_id"]] = start
                 await _until_done(http, sid, receipt["turn_id"])
             await http.post(f"/sessions/{sid}/end")
             await asyncio.wait_for(asyncio.gather(*tasks), 60)

@@ -4,11 +4,12 @@ With ``Accept: text/event-stream`` the answer is a stream (sse-starlette):
 each event's ``id:`` is its ``seq``, its ``event:`` its type and its
 ``data:`` the event as JSON. It starts strictly after ``Last-Event-ID`` (or
 ``after``) and follows the App's ``follow()``, which reads the log by
-``seq``: an event written while the stream starts is sent once, never
-skipped. Comments keep the connection alive while nothing happens; the
-stream ends once the session has ended and its last event was sent, or
-when the server stops (the stream is then closed properly, and the client
-resumes from its ``Last-Event-ID`` elsewhere).
+``seq`` (through one shared reader per session, :mod:`turnkit.server.feeds`):
+an event written while the stream starts is sent once, never skipped.
+Comments keep the connection alive while nothing happens; the stream ends
+once the session has ended and its last event was sent, or when the server
+stops (the stream is then closed properly, and the client resumes from its
+``Last-Event-ID`` elsewhere).
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ def _wants_stream(request: Request) -> bool:
 
 def events_route(router: APIRouter, app: Any, ping: float = PING_SECONDS) -> None:
     """Add the events route to ``router`` (``ping``: seconds between keep-alive comments)."""
+    from turnkit.server.feeds import Feeds
+
+    feeds = Feeds(app)
 
     @router.get(
         "/sessions/{session_id}/events",
@@ -63,19 +67,19 @@ def events_route(router: APIRouter, app: Any, ping: float = PING_SECONDS) -> Non
                 return problem(400, f"Last-Event-ID must be an event seq, got {last_event_id!r}")
             after = int(last_event_id)
         await app.get_session(session_id)  # a 404 now, not an empty stream
-        return _stream(app, session_id, after, ping)
+        return _stream(feeds, session_id, after, ping)
 
     return None
 
 
-def _stream(app: Any, session_id: str, after: int, ping: float) -> Any:
+def _stream(feeds: Any, session_id: str, after: int, ping: float) -> Any:
     import anyio
     from sse_starlette import EventSourceResponse, ServerSentEvent
 
     stopping = anyio.Event()  # set by sse-starlette when the server shuts down
 
     async def generate() -> AsyncIterator[ServerSentEvent]:
-        async for event in _until(app.follow(session_id, after), stopping):
+        async for event in _until(feeds.follow(session_id, after), stopping):
             data = EventOut.model_validate(event.to_dict()).model_dump_json()
             yield ServerSentEvent(data=data, id=str(event.seq), event=event.type)
 
@@ -91,20 +95,24 @@ def _stream(app: Any, session_id: str, after: int, ping: float) -> Any:
 async def _until(events: AsyncIterator[Any], stopping: Any) -> AsyncIterator[Any]:
     """The items of ``events`` until ``stopping`` is set; then the stream ends cleanly."""
     stop = asyncio.ensure_future(stopping.wait())
+    step: asyncio.Future[Any] | None = None
     try:
         while True:
             step = asyncio.ensure_future(anext(events))
             await asyncio.wait({step, stop}, return_when=asyncio.FIRST_COMPLETED)
             if not step.done():
-                step.cancel()
-                with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
-                    await step
                 return
             try:
                 item = step.result()
             except StopAsyncIteration:
                 return
+            step = None
             yield item
     finally:
         stop.cancel()
+        if step is not None and not step.done():
+            step.cancel()
+        if step is not None:
+            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration, Exception):
+                await step
         await events.aclose()  # type: ignore[attr-defined]
