@@ -264,3 +264,15 @@ async def test_a_started_app_fires_what_is_due_by_itself(db_url: str) -> None:
         (status,) = await app.schedules()
         assert status.last_fired_for == turn.input.schedule.scheduled_for
         assert status.next_fire_at == status.last_fired_for + timedelta(minutes=1)
+
+
+async def test_a_schedule_whose_session_ended_stores_nothing_and_moves_on(db_url: str) -> None:
+    start = datetime(2026, 5, 4, 9, 0, tzinfo=UTC)
+    async with scheduled_app(db_url, cron="0 * * * *", timezone="UTC") as app:
+        (first,) = await app.run_schedules(start)
+        await app.end_session(first.session_id)
+        (second,) = await app.run_schedules(start + timedelta(hours=1))
+        assert (second.status, second.turn_id) == ("session_ended", None)
+        assert await app.run_schedules(start + timedelta(hours=1, minutes=5)) == []
+        inputs = [e for e in await app.events(first.session_id) if e.type == "input.received"]
+        assert len(inputs) == 1

@@ -201,3 +201,19 @@ async def test_concurrent_replays_store_one_input(any_db_url: str) -> None:
         assert sum(not r.receipt.duplicate for r in results) == 1
         assert len({r.receipt.input_id for r in results}) == 1
         assert await count_inputs(app) == 1
+
+
+async def test_a_delivery_to_an_ended_session_is_refused_but_its_replay_is_not(
+    db_url: str,
+) -> None:
+    from turnkit.sessions import SessionEndedError
+
+    body = b'{"a": 1}'
+    async with webhook_app(db_url) as app:
+        first = await app.deliver_webhook("github", signed(body, "m1"), body)
+        await app.end_session(first.session_id)
+        replay = await app.deliver_webhook("github", signed(body, "m1"), body)
+        assert replay.receipt.duplicate
+        with pytest.raises(SessionEndedError):
+            await app.deliver_webhook("github", signed(body, "m2"), body)
+        assert await count_inputs(app) == 1
