@@ -253,3 +253,65 @@ async def test_subagent_outside_a_session_is_an_error_result() -> None:
     result = await agent.run("go")
     tool_result = result.messages[1].content[0]
     assert tool_result.is_error and "only in an App session" in tool_result.content
+
+
+async def test_structured_output_is_stored_with_the_turn(db_url: str) -> None:
+    from pydantic import BaseModel
+
+    class Verdict(BaseModel):
+        approve: bool
+        reason: str
+
+    app = App(db_url)
+    model = ScriptedModel(['{"approve": "maybe"}', '{"approve": true, "reason": "fine"}'])
+
+    @app.agent("judge", model=model, output_type=Verdict)
+    def judge() -> str:
+        return "Decide."
+
+    async with app:
+        session = await app.create_session("judge")
+        turn = await app.wait((await app.send(session.id, text="ok?")).turn_id, timeout=10)
+        assert turn.status == "completed"
+        assert turn.output_data == {"approve": True, "reason": "fine"}
+        completed = (await app.events(session.id))[-1]
+        assert completed.data["output_data"] == {"approve": True, "reason": "fine"}
+        assert (
+            "final_result" in model.requests[0].tool_names
+        )  # the scripted model has no native mode
+        assert "not accepted" in turnkit.message_text_body(model.requests[1].messages[-1])
+
+
+class ListedTools:
+    """A tool source (what an MCP server is to an agent): tools listed at call time."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.listed = name, 0
+
+    async def list_tools(self) -> tuple:
+        self.listed += 1
+
+        def shout(text: str) -> str:
+            """Shout it."""
+            return text.upper()
+
+        return (turnkit.tool(name=self.name)(shout),)
+
+
+async def test_tool_sources_in_agent_tools_and_use_tool(db_url: str) -> None:
+    source, offered = ListedTools("shout"), ListedTools("yell")
+    app = App(db_url)
+    model = ScriptedModel([call("shout", {"text": "hi"}), "done"])
+
+    @app.agent("loud", model=model, tools=[source])
+    def loud() -> str:
+        turnkit.use_tool(offered)
+        return ""
+
+    async with app:
+        session = await app.create_session("loud")
+        turn = await app.wait((await app.send(session.id, text="x")).turn_id, timeout=10)
+        assert turn.output == "done", turn.error
+        assert (await app.history(session.id))[2].content[0].content == "HI"
+        assert source.listed == 2 and offered.listed == 2  # before each model call
+        assert model.requests[0].tool_names == ("shout", "yell")

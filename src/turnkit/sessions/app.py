@@ -14,6 +14,7 @@ from typing import Any
 
 from turnkit._sync import run_sync
 from turnkit.agent.config import resolve_agent_model
+from turnkit.agent.output import OutputType
 from turnkit.errors import InvalidInputError, UnknownAgentError
 from turnkit.messages import Message
 from turnkit.providers.base import Model, settings_from
@@ -22,7 +23,7 @@ from turnkit.sessions.inputs import AgentInput
 from turnkit.sessions.records import Event, Receipt, Session, Turn
 from turnkit.sessions.runner import AgentDef
 from turnkit.sessions.store import NewInput
-from turnkit.tools import Tool, tool
+from turnkit.tools import Tool, is_tool_source, tool
 
 __all__ = ["App"]
 
@@ -82,14 +83,23 @@ class App:
         max_output_tokens: int | None = None,
         temperature: float | None = None,
         thinking: Any = None,
+        output_type: Any = None,
+        output_retries: int = 1,
     ) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
-        """Define an agent whose render function gives the system text of each model call."""
+        """Define an agent whose render function gives the system text of each model call.
+
+        ``tools`` may hold tool sources (MCP servers) too; ``output_type`` asks
+        for structured output as in :class:`~turnkit.AgentConfig` (the turn's
+        ``output_data``)."""
         if not isinstance(name, str) or not name:
             raise ValueError(f"app.agent: the name must be a non-empty string, got {name!r}")
         if type(max_turns) is not int or max_turns < 1:
             raise ValueError(f"app.agent({name!r}): max_turns must be an int >= 1")
         tool_map: dict[str, Tool] = {}
+        sources = tuple(item for item in tools if is_tool_source(item))
         for item in tools:
+            if is_tool_source(item):
+                continue
             made = self._as_tool(item, f"app.agent({name!r}).tools")
             if made.name in tool_map or made.name == "ask":
                 raise ValueError(f"app.agent({name!r}): two tools are named {made.name!r}")
@@ -101,6 +111,9 @@ class App:
                 "thinking": thinking,
             }
         )
+        if type(output_retries) is not int or output_retries < 0:
+            raise ValueError(f"app.agent({name!r}): output_retries must be an int >= 0")
+        output = None if output_type is None else OutputType(output_type)
 
         def define(render: Callable[[], Any]) -> Callable[[], Any]:
             if not callable(render):
@@ -108,7 +121,17 @@ class App:
             if name in self.agents:
                 raise ValueError(f"app.agent: an agent named {name!r} is already defined")
             resolved = resolve_agent_model(model)
-            self.agents[name] = AgentDef(name, render, resolved, tool_map, max_turns, settings)
+            self.agents[name] = AgentDef(
+                name,
+                render,
+                resolved,
+                tool_map,
+                max_turns,
+                settings,
+                sources,
+                output,
+                output_retries,
+            )
             return render
 
         return define
@@ -149,6 +172,8 @@ class App:
                         f"use_tool: no tool named {wanted!r}; known: {', '.join(known)}"
                     )
                 return [found]
+            if is_tool_source(wanted):
+                return [wanted]
             return [self._as_tool(wanted, "use_tool")]
 
         return resolve

@@ -21,7 +21,7 @@ __all__ = ["RenderScope", "use_current_input", "use_input", "use_session_data", 
 class RenderScope:
     """What the hooks of one render see: the turn's input, its data, the tools it offers."""
 
-    __slots__ = ("data", "input", "offered", "resolve_tool")
+    __slots__ = ("data", "input", "offered", "resolve_tool", "sources")
 
     def __init__(
         self,
@@ -33,6 +33,7 @@ class RenderScope:
         self.data = data
         self.resolve_tool = resolve_tool
         self.offered: list[Tool] = []
+        self.sources: list[Any] = []  # tool sources (MCP servers): listed after the render
 
 
 current_scope: ContextVar[RenderScope | None] = ContextVar("turnkit_render", default=None)
@@ -63,12 +64,17 @@ def use_tool(tool: str | Tool | Any) -> None:
 
     ``tool`` is a name (``"ask"`` is built in; other names refer to tools
     given to ``app.agent(tools=...)`` or ``app.tool``), a
-    :class:`~turnkit.Tool`, or a typed function (made into a tool). Tools
-    given to ``app.agent(tools=...)`` are always offered; this adds more.
+    :class:`~turnkit.Tool`, a typed function (made into a tool), or a tool
+    source such as a :class:`turnkit.mcp.MCPServer` (its tools are listed
+    for this call). Tools given to ``app.agent(tools=...)`` are always
+    offered; this adds more.
     """
     scope = _scope("use_tool")
     for found in scope.resolve_tool(tool):
-        if all(found.name != offered.name for offered in scope.offered):
+        if not hasattr(found, "spec"):  # a tool source: its tools are listed for this call
+            if all(found is not known for known in scope.sources):
+                scope.sources.append(found)
+        elif all(found.name != offered.name for offered in scope.offered):
             scope.offered.append(found)
 
 

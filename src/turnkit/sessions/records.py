@@ -109,6 +109,7 @@ class Turn:
     reason: str | None = None
     started_at: datetime | None = None
     ended_at: datetime | None = None
+    output_data: Any = None  # with output_type: the validated answer, as JSON
 
     @property
     def done(self) -> bool:

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from turnkit.agent.loop import RunState, Turns
+from turnkit.agent.output import OutputType
 from turnkit.errors import TurnkitError
 from turnkit.messages import Message, ToolResultBlock, ToolUseBlock, validate_blocks
 from turnkit.messages._json import thaw
@@ -35,7 +36,7 @@ from turnkit.sessions.hooks import RenderScope, current_scope
 from turnkit.sessions.records import Question
 from turnkit.sessions.subagents import ToolCallScope, current_call
 from turnkit.sessions.turnlog import Claim, Progress, TurnLog
-from turnkit.tools import Tool, ToolInputError, execute_tool_call
+from turnkit.tools import Tool, ToolInputError, execute_tool_call, gather_tools
 
 __all__ = ["AgentDef", "RenderError", "TurnRunner"]
 
@@ -58,6 +59,9 @@ class AgentDef:
     tools: dict[str, Tool]
     max_turns: int
     settings: ModelSettings
+    sources: tuple[Any, ...] = ()  # tool sources (MCP servers), listed before each call
+    output: OutputType | None = None
+    output_retries: int = 1
 
 
 class DurableModel(Model):
@@ -90,19 +94,29 @@ class DurableModel(Model):
                 f"render of agent {agent.name!r} must return the system text (a str) "
                 f"or None, got {type(system).__name__}"
             )
-        for tool in scope.offered:
-            known = self.tools.get(tool.name)
+        offered = list(scope.offered)
+        if agent.sources or scope.sources:
+            offered += await gather_tools([*agent.sources, *scope.sources])
+        current = dict(agent.tools)  # this call's tools: a clash is within one call only
+        for tool in offered:
+            known = current.get(tool.name)
             if known is not None and known is not tool and known != tool:
                 raise RenderError(f"use_tool: two different tools are named {tool.name!r}")
-            self.tools[tool.name] = tool
-        names = dict.fromkeys([*agent.tools, *(tool.name for tool in scope.offered)])
+            current[tool.name] = tool
+        self.tools.update(current)  # sources list fresh Tool objects: the latest runs
+        names = dict.fromkeys([*agent.tools, *(tool.name for tool in offered)])
         return system, tuple(self.tools[name].spec for name in names)
+
+    def takes_output_schema(self, with_tools: bool) -> bool:
+        return self._run.agent.model.takes_output_schema(with_tools)
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         if self.asked is not None:
             raise _Asked(self.asked.id)
         system, specs = await self._render()
-        request = dataclasses.replace(request, system=system, tools=specs)
+        # Tools the loop itself added (structured output's) stay; the rest come from the render.
+        added = tuple(spec for spec in request.tools if spec.name not in self._run.agent.tools)
+        request = dataclasses.replace(request, system=system, tools=(*specs, *added))
         key = f"model:{self._calls}"
         self._calls += 1
         run = self._run
@@ -139,6 +153,8 @@ class _TurnRun:
             transform_context=None,
             convert_to_llm=None,
             run_tool=self._run_tool,
+            output=self.agent.output,
+            output_retries=self.agent.output_retries,
         )
         state = RunState(self.claim.turn_id, self.claim.history)
         try:
@@ -200,6 +216,7 @@ class _TurnRun:
                 data=self.data,
                 usage=usage,
                 progress=progress,
+                output_data=result.output_data,
             )
         except (TypeError, ValueError) as err:  # the session data is not JSON
             error = f"use_session_data(): the session data is not JSON: {err}"

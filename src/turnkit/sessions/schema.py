@@ -74,6 +74,7 @@ turns = sa.Table(
     sa.Column("input", sa.Text, nullable=False),  # the AgentInput, as JSON
     sa.Column("resume", sa.Text),  # an answer's turn: the ask call it answers, held results
     sa.Column("output", sa.Text),
+    sa.Column("output_data", sa.Text),  # structured output, as JSON
     sa.Column("question", sa.Text),
     sa.Column("error", sa.Text),
     sa.Column("reason", sa.String(64)),

@@ -338,7 +338,9 @@ class Store:
         error: str | None = None,
         reason: str | None = None,
         usage: dict[str, int] | None = None,
+        output_data: Any = None,
     ) -> None:
+        data_json = None if output_data is None else dumps(_plain_output(output_data))
         tx.execute(
             t.turns.update()
             .where(t.turns.c.id == turn_id)
@@ -349,6 +351,7 @@ class Store:
                 reason=reason,
                 ended_at=now(),
                 usage=None if usage is None else dumps(usage),
+                output_data=data_json,
             )
         )
         result = None
@@ -356,6 +359,8 @@ class Store:
             text, truncated = cut_utf8(output or "", 16 * 1024)
             result = {"text": text, "truncated": truncated}
             data: dict[str, Any] = {"result": result}
+            if data_json is not None:
+                data["output_data"] = json.loads(data_json)
         elif status == "failed":
             data = {"reason": reason, "error": error}
         else:
@@ -400,6 +405,13 @@ class Store:
         return tuple(Message.from_dict(json.loads(row.message)) for row in rows)
 
 
+def _plain_output(value: Any) -> Any:
+    """Structured output as JSON (a model or dataclass instance as its fields)."""
+    import pydantic_core
+
+    return json.loads(pydantic_core.to_json(value))
+
+
 def cut_utf8(text: str, limit: int) -> tuple[str, bool]:
     """``text`` cut at a character boundary to at most ``limit`` bytes of UTF-8."""
     raw = text.encode("utf-8")
@@ -410,6 +422,7 @@ def cut_utf8(text: str, limit: int) -> tuple[str, bool]:
 
 def turn_record(row: Any) -> Turn:
     question = None if row.question is None else Question.from_dict(json.loads(row.question))
+    output_data = None if row.output_data is None else json.loads(row.output_data)
     return Turn(
         row.id,
         row.session_id,
@@ -422,6 +435,7 @@ def turn_record(row: Any) -> Turn:
         row.reason,
         when(row.started_at),
         when(row.ended_at),
+        output_data,
     )
 
 

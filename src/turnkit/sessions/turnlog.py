@@ -258,6 +258,7 @@ class TurnLog:
         data: dict[str, Any] | None = None,
         usage: dict[str, int] | None = None,
         progress: Progress | None = None,
+        output_data: Any = None,
     ) -> bool:
         """End the turn (once: False when it had already ended)."""
         with self.store.write() as tx:
@@ -285,6 +286,7 @@ class TurnLog:
                 error=error,
                 reason=reason,
                 usage=usage,
+                output_data=output_data,
             )
             return True
 
