@@ -70,6 +70,8 @@ class App:
         self._schedules: dict[str, Any] = {}
         self._fire_schedules = fire_schedules
         self._ticker: Any = None
+        self._channels: dict[str, Any] = {}  # provider -> channel (turnkit.channels)
+        self._delivery: Any = None
 
     # -- definitions ---------------------------------------------------------
 
@@ -195,9 +197,11 @@ class App:
             from turnkit.sessions.schedules import ScheduleTicker
 
             self._ticker = ScheduleTicker(self)
+        self._start_channels(core)
 
     async def stop(self) -> None:
         """Stop running turns here; unfinished ones resume at the next start."""
+        await self._stop_channels()
         ticker, self._ticker = self._ticker, None
         if ticker is not None:
             await ticker.stop()
@@ -483,6 +487,97 @@ class App:
     async def get_turn(self, turn_id: str) -> Turn:
         """The turn as it is now (``TurnNotFoundError`` for an unknown id)."""
         return await asyncio.to_thread(self._running().store.turn, _id(turn_id, "turn_id"))
+
+    # -- channels (turnkit.channels) -----------------------------------------
+
+    def slack(
+        self, agent: str, signing_secret: str, bot_token: str, api_url: str | None = None
+    ) -> Any:
+        """Talk to ``agent`` in Slack: mentions and direct messages, one session per thread.
+
+        ``signing_secret`` checks requests at ``POST /channels/slack/events``;
+        replies are posted with ``bot_token``; ``api_url`` is the Web API's
+        base (tests point it at a fake). Returns the ``SlackChannel``.
+        """
+        from turnkit.channels.slack import DEFAULT_API_URL, SlackChannel
+
+        where = "app.slack"
+        self._channel_agent(where, agent)
+        secret = _secret(where, "signing_secret", signing_secret)
+        token = _secret(where, "bot_token", bot_token)
+        url = _api_url(where, api_url or DEFAULT_API_URL)
+        return self._add_channel(SlackChannel(agent, secret, token, url))
+
+    def linear(
+        self, agent: str, webhook_secret: str, access_token: str, api_url: str | None = None
+    ) -> Any:
+        """Be ``agent`` in Linear's agent sessions (delegated or mentioned on issues).
+
+        ``webhook_secret`` checks deliveries at ``POST /channels/linear/webhook``;
+        activities are created with ``access_token`` (an OAuth token goes as
+        Bearer, a ``lin_api_`` key as is) at ``api_url`` (the GraphQL
+        endpoint). Returns the ``LinearChannel``.
+        """
+        from turnkit.channels.linear import DEFAULT_API_URL, LinearChannel
+
+        where = "app.linear"
+        self._channel_agent(where, agent)
+        secret = _secret(where, "webhook_secret", webhook_secret)
+        token = _secret(where, "access_token", access_token)
+        url = _api_url(where, api_url or DEFAULT_API_URL)
+        return self._add_channel(LinearChannel(agent, secret, token, url))
+
+    async def handle_channel(self, provider: str, headers: Any, body: bytes) -> Any:
+        """Answer one request of a channel (``"slack"`` or ``"linear"``): its raw body and
+        headers in, a ``ChannelResponse`` (status, JSON body) out. Signed requests only."""
+        from turnkit.channels.base import problem
+
+        self._running()
+        channel = self._channels.get(provider)
+        if channel is None:
+            return problem(404, f"no {provider!r} channel is configured on this App")
+        return await channel.handle(self, headers, body)
+
+    def _channel_agent(self, where: str, agent: str) -> None:
+        if agent not in self.agents:
+            raise UnknownAgentError(agent, tuple(self.agents))
+        if self._core is not None:
+            raise RuntimeError(f"{where}: configure channels before the App starts")
+
+    def _add_channel(self, channel: Any) -> Any:
+        if channel.provider in self._channels:
+            raise ValueError(f"app.{channel.provider}: the channel is already configured")
+        self._channels[channel.provider] = channel
+        return channel
+
+    def _start_channels(self, core: Any) -> None:
+        if not self._channels:
+            return
+        from turnkit.channels.delivery import Delivery
+
+        self._delivery = Delivery(core.store, self._channels)
+        core.store.on_reply_queued = self._delivery.wake
+        core.notifier.on_change(self._delivery.wake)
+        self._delivery.start()
+
+    async def _stop_channels(self) -> None:
+        delivery, self._delivery = self._delivery, None
+        if delivery is not None:
+            if self._core is not None:
+                self._core.store.on_reply_queued = None
+            await delivery.stop()
+
+
+def _secret(where: str, name: str, value: object) -> str:
+    if type(value) is not str or not value.strip():
+        raise ValueError(f"{where}: {name} must be a non-empty string")
+    return value
+
+
+def _api_url(where: str, value: object) -> str:
+    if type(value) is not str or not value.startswith(("http://", "https://")):
+        raise ValueError(f"{where}: api_url must be an http:// or https:// URL, got {value!r}")
+    return value
 
 
 def _id(value: object, field: str = "session_id") -> str:

@@ -147,6 +147,37 @@ schedules = sa.Table(
     sa.Column("updated_at", sa.Float, nullable=False),
 )
 
+channel_links = sa.Table(
+    "turnkit_channel_links",
+    metadata,
+    sa.Column("session_id", sa.String(64), primary_key=True),
+    sa.Column("provider", sa.String(16), nullable=False),  # slack | linear
+    sa.Column("address", sa.Text, nullable=False),  # JSON: where replies go, read at start
+    sa.Column("created_at", sa.Float, nullable=False),
+)
+
+# Replies owed to a channel, written in the transaction that ends the turn.
+channel_outbox = sa.Table(
+    "turnkit_channel_outbox",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("session_id", sa.String(64), nullable=False),
+    sa.Column("turn_id", sa.String(64)),
+    sa.Column("provider", sa.String(16), nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),  # outcome | notice
+    sa.Column("content", sa.Text, nullable=False),  # JSON
+    sa.Column("dedupe_key", sa.String(300)),
+    sa.Column("status", sa.String(16), nullable=False),  # pending | sent | failed
+    sa.Column("done", sa.Integer, nullable=False, default=0),  # posts already made
+    sa.Column("attempts", sa.Integer, nullable=False, default=0),
+    sa.Column("next_at", sa.Float, nullable=False),
+    sa.Column("lease_until", sa.Float),
+    sa.Column("last_error", sa.Text),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.UniqueConstraint("dedupe_key", name="uq_turnkit_outbox_dedupe"),
+    sa.Index("ix_turnkit_outbox_pending", "status", "id"),
+)
+
 meta = sa.Table(
     "turnkit_meta",
     metadata,

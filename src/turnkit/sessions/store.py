@@ -100,6 +100,12 @@ class Tx:
     def __init__(self, conn: sa.Connection) -> None:
         self.conn = conn
         self.appended: set[str] = set()
+        self.after: list[Callable[[], None]] = []
+
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` once this transaction has committed (not on rollback)."""
+        if callback not in self.after:
+            self.after.append(callback)
 
     def execute(self, statement: Any, *args: Any) -> sa.CursorResult[Any]:
         return self.conn.execute(statement, *args)
@@ -144,6 +150,7 @@ class Store:
         self.enqueue = enqueue  # (conn, turn id, session id): the turn's workflow, in this tx
         self._on_commit = on_commit
         self._write_lock = threading.Lock() if engines.sqlite else contextlib.nullcontext()
+        self.on_reply_queued: Callable[[], None] | None = None  # wakes channel delivery
 
     @contextmanager
     def write(self) -> Iterator[Tx]:
@@ -154,6 +161,8 @@ class Store:
             yield tx
         if tx.appended and self._on_commit is not None:
             self._on_commit(tx.appended)
+        for callback in tx.after:
+            callback()
 
     @contextmanager
     def read(self) -> Iterator[sa.Connection]:
@@ -372,6 +381,9 @@ class Store:
 
             outcome = {"type": kind, "reason": reason, "error": error, "result": result}
             fan_out(self, tx, session_id, turn_id, event_id, outcome)
+            from turnkit.sessions.outbox import queue_outcome
+
+            queue_outcome(self, tx, session_id, turn_id, outcome)
 
     # -- events and history --------------------------------------------------
 

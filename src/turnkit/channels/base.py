@@ -1,0 +1,117 @@
+"""What the channels share: the handler's answer, storing an input, and post outcomes.
+
+A channel handler is framework-agnostic: raw body bytes and headers in, a
+:class:`ChannelResponse` (status and JSON) out, so any web framework can
+mount it (``turnkit serve`` does, at ``/channels/slack/events`` and
+``/channels/linear/webhook``). The input is durable before the handler
+answers and the turn runs afterwards, so the provider gets its 2xx in time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from turnkit.errors import SessionEndedError
+from turnkit.sessions.outbox import link_session, queue_notice
+from turnkit.sessions.records import Receipt, Session
+from turnkit.sessions.store import NewInput
+
+__all__ = ["ChannelResponse", "GiveUp", "RetryLater", "header", "problem", "store_input"]
+
+_TITLES = {400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 413: "Content Too Large"}
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelResponse:
+    """What a channel handler answers: an HTTP status and a JSON body.
+
+    ``media_type`` is ``application/problem+json`` for refusals.
+    """
+
+    status: int
+    body: dict[str, Any] = field(default_factory=dict)
+    media_type: str = "application/json"
+
+
+def problem(status: int, detail: str) -> ChannelResponse:
+    """A refusal as ``application/problem+json`` (RFC 9457)."""
+    body = {"type": "about:blank", "title": _TITLES.get(status, "Error"), "status": status}
+    body["detail"] = detail
+    return ChannelResponse(status, body, "application/problem+json")
+
+
+def header(headers: Mapping[str, str], name: str) -> str | None:
+    """A header by case-insensitive name (plain dicts and framework header maps alike)."""
+    value = headers.get(name)
+    if value is None:
+        lowered = name.lower()
+        for key, item in headers.items():
+            if key.lower() == lowered:
+                return item
+    return value
+
+
+def provider_time(seconds: float) -> str:
+    """A provider's UNIX time as the ISO string inputs store."""
+    return datetime.fromtimestamp(seconds, UTC).isoformat()
+
+
+async def store_input(
+    app: Any,
+    agent: str,
+    key: str,
+    provider: str,
+    address: dict[str, Any],
+    new: NewInput,
+    notice: tuple[dict[str, Any], str] | None = None,
+    complete: Callable[[dict[str, Any]], NewInput] | None = None,
+) -> tuple[Session, Receipt | None, dict[str, Any]]:
+    """Get or create the session of ``key``, link it to the conversation, store ``new``.
+
+    ``notice`` (content, dedupe key) is queued for the channel before the
+    input, so it is posted before anything the input's turn says.
+    ``complete(address)`` finishes the input from the link's address (what
+    the session learned when it started). Returns the session, the receipt
+    (None when the session has ended: a channel message to an ended session
+    is dropped, not an error for the provider) and the address in force.
+    """
+    store = app._running().store
+    session, _ = await asyncio.to_thread(store.create_session, agent, key, {})
+    address = await asyncio.to_thread(link_session, store, session.id, provider, address)
+    if complete is not None:
+        new = complete(address)
+    if notice is not None:
+        content, dedupe_key = notice
+        await asyncio.to_thread(queue_notice, store, session.id, provider, content, dedupe_key)
+    try:
+        receipt = await asyncio.to_thread(_accept_once, store, session.id, new)
+    except SessionEndedError:
+        return session, None, address
+    return session, receipt, address
+
+
+def _accept_once(store: Any, session_id: str, new: NewInput) -> Receipt:
+    # Two deliveries of one event racing on Postgres: the second insert of the
+    # idempotency key fails on the unique key, and asking again finds the first.
+    try:
+        return store.accept_input(session_id, new)
+    except sa.exc.IntegrityError:
+        return store.accept_input(session_id, new)
+
+
+class RetryLater(Exception):
+    """A post failed in a way retrying can fix (rate limit, server error, network)."""
+
+    def __init__(self, message: str, delay_s: float | None = None) -> None:
+        super().__init__(message)
+        self.delay_s = delay_s
+
+
+class GiveUp(Exception):
+    """A post failed for good (bad token, unknown conversation, refused input)."""

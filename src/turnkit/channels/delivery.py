@@ -1,0 +1,119 @@
+"""The delivery task: posts the replies the outbox holds, in order, with retries.
+
+It runs on its own loop thread (:class:`turnkit._loop_thread.LoopThread`),
+so it outlives the ``_sync`` twins' short-lived loops, and is woken by the
+commit that queues a reply in this process, by changes other processes make
+(the App's notifier) and by the earliest retry coming due. Each claimed row
+is expanded by its channel into posts; every post made is recorded at once,
+so a retry or a restart never repeats one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from typing import Any
+
+from turnkit._loop_thread import LoopThread
+from turnkit.channels.base import GiveUp, RetryLater
+from turnkit.sessions import outbox
+
+__all__ = ["MAX_ATTEMPTS", "Delivery", "backoff"]
+
+MAX_ATTEMPTS = 8  # posts of one row tried this many times (about 2 minutes), then recorded
+LEASE_S = 120.0  # a claimed row is another process's to take after this
+IDLE_S = 5.0  # a look at the outbox at least this often (other processes' replies)
+
+log = logging.getLogger("turnkit.channels")
+
+
+def backoff(attempts: int) -> float:
+    """Seconds before try ``attempts + 1``: 0.5 s doubling, capped at 60 s, with jitter."""
+    base = min(60.0, 0.5 * 2**attempts)
+    return base * (0.8 + 0.4 * random.random())
+
+
+class Delivery:
+    """Delivers outbox rows of the configured channels (``{provider: channel}``)."""
+
+    def __init__(self, store: Any, channels: dict[str, Any]) -> None:
+        self.store = store
+        self.channels = channels
+        self._thread: LoopThread | None = None
+        self._event: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: Any = None
+
+    def start(self) -> None:
+        self._thread = LoopThread("turnkit-channels")
+        self._task = self._thread.submit(self._run())
+
+    def wake(self) -> None:
+        """Look at the outbox now (from any thread)."""
+        loop, event = self._loop, self._event
+        if loop is not None and event is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has stopped
+                loop.call_soon_threadsafe(event.set)
+
+    async def stop(self) -> None:
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        closers = [c.aclose() for c in self.channels.values()]
+        with contextlib.suppress(Exception):
+            await thread.call(_gather(closers))
+        await thread.stop()
+
+    async def _run(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._event = asyncio.Event()
+        providers = tuple(self.channels)
+        while True:
+            self._event.clear()
+            try:
+                claimed = outbox.claim_due, self.store, LEASE_S, providers
+                items, due = await asyncio.to_thread(*claimed)
+                if items:
+                    await asyncio.gather(*(self._deliver(item) for item in items))
+                    continue
+            except Exception:  # the database went away for a moment: look again later
+                log.exception("turnkit channels: reading the outbox failed")
+                due = None
+            wait = IDLE_S if due is None else min(IDLE_S, max(0.0, due - time.time()))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._event.wait(), wait)
+
+    async def _deliver(self, item: outbox.OutboxItem) -> None:
+        channel = self.channels[item.provider]
+        try:
+            posts = channel.posts(item)
+            done = item.done
+            if done >= len(posts):
+                await asyncio.to_thread(outbox.record_progress, self.store, item.id, done, True)
+                return
+            for index in range(done, len(posts)):
+                await channel.post(posts[index], item)
+                finished = index + 1 == len(posts)
+                await asyncio.to_thread(
+                    outbox.record_progress, self.store, item.id, index + 1, finished
+                )
+        except RetryLater as error:
+            if item.attempts + 1 >= MAX_ATTEMPTS:
+                message = f"{error} (gave up after {item.attempts + 1} attempts)"
+                await asyncio.to_thread(outbox.record_failure, self.store, item, message)
+                return
+            delay = error.delay_s if error.delay_s is not None else backoff(item.attempts)
+            await asyncio.to_thread(outbox.retry_later, self.store, item, delay, str(error))
+        except GiveUp as error:
+            await asyncio.to_thread(outbox.record_failure, self.store, item, str(error))
+        except Exception as error:  # a bug or an unexpected answer: recorded, not lost
+            log.exception("turnkit channels: delivering outbox row %s failed", item.id)
+            message = f"{type(error).__name__}: {error}"
+            await asyncio.to_thread(outbox.record_failure, self.store, item, message)
+
+
+async def _gather(coroutines: list[Any]) -> None:
+    await asyncio.gather(*coroutines, return_exceptions=True)

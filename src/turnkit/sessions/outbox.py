@@ -1,0 +1,312 @@
+"""Replies owed to channels: written with the turn's end, delivered later, never lost.
+
+A session opened by a channel (Slack, Linear) is *linked*: a row says where
+its replies go. When a linked session's turn ends, :func:`queue_outcome`
+writes one outbox row in the transaction that ends it (the final text, the
+question asked, the failure, the tool calls made), so a crash cannot end a
+turn and lose its reply. The channel's delivery task claims due rows with a
+lease (several processes may deliver; each row is claimed by one at a time),
+records each post it makes (``done``), retries with backoff, and marks a
+row ``failed`` with a ``channel.delivery_failed`` event when retrying cannot
+help. This module knows nothing of any channel's API: ``turnkit.channels``
+turns rows into posts.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from turnkit.messages import Message, ToolResultBlock, ToolUseBlock
+from turnkit.sessions import schema as t
+from turnkit.sessions._db import dumps, now
+
+__all__ = [
+    "MAX_ACTION_TEXT",
+    "OutboxItem",
+    "claim_due",
+    "link_of",
+    "link_session",
+    "queue_notice",
+    "queue_outcome",
+    "record_failure",
+    "record_progress",
+    "retry_later",
+]
+
+MAX_ACTION_TEXT = 2000  # characters of a tool call's arguments or result shown in a channel
+_SCAN = 200  # pending rows looked at per claim
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxItem:
+    """One claimed outbox row, with its session's channel address."""
+
+    id: int
+    session_id: str
+    turn_id: str | None
+    provider: str
+    kind: str  # "outcome" (a turn's end) | "notice" (a post of the channel's own)
+    content: dict[str, Any]
+    address: dict[str, Any]
+    done: int  # posts of this row already made
+    attempts: int
+
+
+# -- links ------------------------------------------------------------------
+
+
+def link_session(store: Any, session_id: str, provider: str, address: dict[str, Any]) -> dict:
+    """Link ``session_id`` to a channel conversation; the address in force.
+
+    The first link wins and is never changed (a later call gets it back):
+    what a session learned when it started stays as it was.
+    """
+    with store.write() as tx:
+        row = tx.execute(
+            sa.select(t.channel_links.c.address).where(t.channel_links.c.session_id == session_id)
+        ).first()
+        if row is not None:
+            return json.loads(row.address)
+        tx.execute(
+            t.channel_links.insert().values(
+                session_id=session_id, provider=provider, address=dumps(address), created_at=now()
+            )
+        )
+        return address
+
+
+def link_of(store: Any, session_id: str) -> tuple[str, dict[str, Any]] | None:
+    """The session's channel and address, or None when it has no channel."""
+    with store.read() as conn:
+        row = conn.execute(
+            sa.select(t.channel_links).where(t.channel_links.c.session_id == session_id)
+        ).first()
+    return None if row is None else (row.provider, json.loads(row.address))
+
+
+# -- writing ----------------------------------------------------------------
+
+
+def queue_outcome(
+    store: Any, tx: Any, session_id: str, turn_id: str, outcome: dict[str, Any]
+) -> None:
+    """In the transaction that ends ``turn_id``: its reply, if the session has a channel."""
+    link = tx.execute(
+        sa.select(t.channel_links.c.provider).where(t.channel_links.c.session_id == session_id)
+    ).first()
+    if link is None or outcome.get("reason") == "held":
+        return
+    turn = tx.execute(
+        sa.select(t.turns.c.status, t.turns.c.output, t.turns.c.question).where(
+            t.turns.c.id == turn_id
+        )
+    ).one()
+    content = {
+        "status": turn.status,
+        "reason": outcome.get("reason"),
+        "text": turn.output,
+        "question": None if turn.question is None else json.loads(turn.question),
+        "error": outcome.get("error"),
+        "actions": _actions(tx, turn_id),
+    }
+    _insert(tx, session_id, turn_id, link.provider, "outcome", content, None)
+    if store.on_reply_queued is not None:
+        tx.after_commit(store.on_reply_queued)
+
+
+def queue_notice(
+    store: Any,
+    session_id: str,
+    provider: str,
+    content: dict[str, Any],
+    dedupe_key: str,
+    turn_id: str | None = None,
+) -> bool:
+    """A post of the channel's own (an acknowledgement); False if ``dedupe_key`` was used."""
+    with store.write() as tx:
+        used = tx.execute(
+            sa.select(t.channel_outbox.c.id).where(t.channel_outbox.c.dedupe_key == dedupe_key)
+        ).first()
+        if used is not None:
+            return False
+        _insert(tx, session_id, turn_id, provider, "notice", content, dedupe_key)
+        if store.on_reply_queued is not None:
+            tx.after_commit(store.on_reply_queued)
+        return True
+
+
+def _insert(
+    tx: Any,
+    session_id: str,
+    turn_id: str | None,
+    provider: str,
+    kind: str,
+    content: dict[str, Any],
+    dedupe_key: str | None,
+) -> None:
+    stamp = now()
+    tx.execute(
+        t.channel_outbox.insert().values(
+            session_id=session_id,
+            turn_id=turn_id,
+            provider=provider,
+            kind=kind,
+            content=dumps(content),
+            dedupe_key=dedupe_key,
+            status="pending",
+            done=0,
+            attempts=0,
+            next_at=stamp,
+            created_at=stamp,
+        )
+    )
+
+
+def _actions(tx: Any, turn_id: str) -> list[dict[str, Any]]:
+    """The turn's tool calls (but ``ask``), in order, with their results."""
+    rows = tx.execute(
+        sa.select(t.messages.c.message)
+        .where(t.messages.c.turn_id == turn_id)
+        .order_by(t.messages.c.turn_index)
+    ).all()
+    calls: list[dict[str, Any]] = []
+    by_id: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        for block in Message.from_dict(json.loads(row.message)).content:
+            if isinstance(block, ToolUseBlock) and block.name != "ask":
+                call = {"name": block.name, "parameter": _cut(dumps(block.input)), "result": None}
+                calls.append(call)
+                by_id[block.id] = call
+            elif isinstance(block, ToolResultBlock) and block.tool_use_id in by_id:
+                by_id[block.tool_use_id]["result"] = _cut(_result_text(block))
+                by_id[block.tool_use_id]["is_error"] = block.is_error
+    return calls
+
+
+def _result_text(block: ToolResultBlock) -> str:
+    if isinstance(block.content, str):
+        return block.content
+    return " ".join(getattr(part, "text", f"[{part.type}]") for part in block.content)
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_ACTION_TEXT else text[: MAX_ACTION_TEXT - 1] + "…"
+
+
+# -- delivering -------------------------------------------------------------
+
+
+def claim_due(
+    store: Any, lease_s: float, providers: tuple[str, ...], limit: int = 20
+) -> tuple[list[OutboxItem], float | None]:
+    """Claim due rows of ``providers``, at most one per session (the oldest pending
+    one: replies keep their order), leased for ``lease_s`` seconds.
+
+    Returns the claimed rows and when the next unclaimed one comes due (UNIX
+    seconds; None when nothing is pending).
+    """
+    stamp = now()
+    c = t.channel_outbox.c
+    with store.read() as conn:
+        rows = conn.execute(
+            sa.select(t.channel_outbox)
+            .where(c.status == "pending", c.provider.in_(providers))
+            .order_by(c.id)
+            .limit(_SCAN)
+        ).all()
+    heads: dict[str, Any] = {}
+    for row in rows:
+        heads.setdefault(row.session_id, row)
+    claimed: list[OutboxItem] = []
+    later: list[float] = []
+    for row in heads.values():
+        due_at = max(row.next_at, row.lease_until or 0.0)
+        if due_at > stamp or len(claimed) >= limit:
+            later.append(due_at)
+            continue
+        item = _claim(store, row, stamp, lease_s)
+        if item is not None:
+            claimed.append(item)
+    return claimed, min(later, default=None)
+
+
+def _claim(store: Any, row: Any, stamp: float, lease_s: float) -> OutboxItem | None:
+    c = t.channel_outbox.c
+    with store.write() as tx:
+        taken = tx.execute(
+            t.channel_outbox.update()
+            .where(
+                c.id == row.id,
+                c.status == "pending",
+                sa.or_(c.lease_until.is_(None), c.lease_until < stamp),
+            )
+            .values(lease_until=stamp + lease_s)
+        )
+        if not taken.rowcount:
+            return None
+        address = tx.execute(
+            sa.select(t.channel_links.c.address).where(
+                t.channel_links.c.session_id == row.session_id
+            )
+        ).scalar()
+    return _item(row, json.loads(address or "{}"))
+
+
+def _item(row: Any, address: dict[str, Any]) -> OutboxItem:
+    return OutboxItem(
+        row.id,
+        row.session_id,
+        row.turn_id,
+        row.provider,
+        row.kind,
+        json.loads(row.content),
+        address,
+        row.done,
+        row.attempts,
+    )
+
+
+def record_progress(store: Any, item_id: int, done: int, finished: bool) -> None:
+    """``done`` posts of the row are made; ``finished``: all of them (the row is sent)."""
+    values: dict[str, Any] = {"done": done}
+    if finished:
+        values.update(status="sent", lease_until=None, last_error=None)
+    with store.write() as tx:
+        tx.execute(t.channel_outbox.update().where(t.channel_outbox.c.id == item_id).values(values))
+
+
+def retry_later(store: Any, item: OutboxItem, delay_s: float, error: str) -> None:
+    """A failure that retrying can fix: try again after ``delay_s`` seconds."""
+    with store.write() as tx:
+        tx.execute(
+            t.channel_outbox.update()
+            .where(t.channel_outbox.c.id == item.id)
+            .values(
+                attempts=item.attempts + 1,
+                next_at=now() + delay_s,
+                lease_until=None,
+                last_error=error,
+            )
+        )
+
+
+def record_failure(store: Any, item: OutboxItem, error: str) -> None:
+    """Give the row up, with a ``channel.delivery_failed`` event in the session's log."""
+    with store.write() as tx:
+        tx.execute(
+            t.channel_outbox.update()
+            .where(t.channel_outbox.c.id == item.id)
+            .values(status="failed", attempts=item.attempts + 1, lease_until=None, last_error=error)
+        )
+        data = {
+            "provider": item.provider,
+            "kind": item.kind,
+            "error": error,
+            "attempts": item.attempts + 1,
+            "posts_made": item.done,
+        }
+        tx.emit(item.session_id, "channel.delivery_failed", data, item.turn_id)
