@@ -245,13 +245,15 @@ class LinearChannel:
         content = item.content
         if item.kind == "notice":
             return [content]
+        if content["reason"] == "stopped":  # the stop's response, already queued, says it all
+            return []
         activities: list[dict[str, Any]] = [
             {"type": "action", "action": a["name"], "parameter": a["parameter"]}
             | ({} if a["result"] is None else {"result": a["result"]})
             for a in content["actions"]
         ]
         final = _final(content)
-        return activities + ([] if final is None else [final])
+        return [*activities, final]
 
     async def post(self, post: dict[str, Any], item: Any) -> None:
         """Create one agent activity in the session."""
@@ -278,7 +280,7 @@ class LinearChannel:
             await client.aclose()
 
 
-def _final(content: dict[str, Any]) -> dict[str, Any] | None:
+def _final(content: dict[str, Any]) -> dict[str, Any]:
     question = content["question"]
     if question is not None:
         lines = [question["text"], *(f"- {o['label']}" for o in question.get("options") or ())]
@@ -289,8 +291,6 @@ def _final(content: dict[str, Any]) -> dict[str, Any] | None:
     if status == "failed":
         error = (content["error"] or "")[:_MAX_ERROR_CHARS]
         return {"type": "error", "body": f"The turn failed ({reason}): {error}".rstrip(": ")}
-    if reason == "stopped":  # the stop's own response is already queued
-        return None
     return {"type": "response", "body": f"Stopped ({reason})."}
 
 

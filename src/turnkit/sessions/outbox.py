@@ -21,6 +21,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from turnkit.messages import Message, ToolResultBlock, ToolUseBlock
+from turnkit.messages._json import thaw
 from turnkit.sessions import schema as t
 from turnkit.sessions._db import dumps, now
 
@@ -178,7 +179,7 @@ def _actions(tx: Any, turn_id: str) -> list[dict[str, Any]]:
     for row in rows:
         for block in Message.from_dict(json.loads(row.message)).content:
             if isinstance(block, ToolUseBlock) and block.name != "ask":
-                call = {"name": block.name, "parameter": _cut(dumps(block.input)), "result": None}
+                call = {"name": block.name, "parameter": _cut(dumps(thaw(block.input))), "result": None}
                 calls.append(call)
                 by_id[block.id] = call
             elif isinstance(block, ToolResultBlock) and block.tool_use_id in by_id:
