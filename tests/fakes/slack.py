@@ -43,7 +43,8 @@ class FakeSlack(FakeServer):
         super().__init__(api_key=token)
         self.channels = set(channels)
         self.posts: list[SlackPost] = []
-        self._failures: deque[tuple[int, dict[str, Any], dict[str, str]]] = deque()
+        # (status, body, headers, answered once this many posts were accepted)
+        self._failures: deque[tuple[int, dict[str, Any], dict[str, str], int]] = deque()
         self._posted = threading.Condition()
 
     @property
@@ -55,12 +56,13 @@ class FakeSlack(FakeServer):
         """The next ``times`` calls answer HTTP 429 with ``Retry-After``."""
         for _ in range(times):
             body = {"ok": False, "error": "ratelimited"}
-            self._failures.append((429, body, {"retry-after": str(retry_after)}))
+            self._failures.append((429, body, {"retry-after": str(retry_after)}, 0))
 
-    def refuse(self, error: str, times: int = 1) -> None:
-        """The next ``times`` calls answer ``{"ok": false, "error": error}``."""
+    def refuse(self, error: str, times: int = 1, after_posts: int = 0) -> None:
+        """``times`` calls answer ``{"ok": false, "error": error}``, once ``after_posts``
+        posts were accepted."""
         for _ in range(times):
-            self._failures.append((200, {"ok": False, "error": error}, {}))
+            self._failures.append((200, {"ok": False, "error": error}, {}, after_posts))
 
     def wait_for_posts(self, count: int, timeout: float = 10.0) -> list[SlackPost]:
         """The accepted posts once there are at least ``count`` (AssertionError on timeout)."""
@@ -77,8 +79,8 @@ class FakeSlack(FakeServer):
             return json_reply(200, {"ok": False, "error": "not_authed"})
         if authorization != f"Bearer {self.api_key}":
             return json_reply(200, {"ok": False, "error": "invalid_auth"})
-        if self._failures:
-            status, body, headers = self._failures.popleft()
+        if self._failures and len(self.posts) >= self._failures[0][3]:
+            status, body, headers, _ = self._failures.popleft()
             return json_reply(status, body, headers)
         args = request.body if isinstance(request.body, dict) else _form(request.raw)
         return self._post(args)

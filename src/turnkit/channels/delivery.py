@@ -100,6 +100,10 @@ class Delivery:
                 await asyncio.to_thread(
                     outbox.record_progress, self.store, item.id, index + 1, finished
                 )
+        except asyncio.CancelledError:  # stopping: the row is free for the next start
+            with contextlib.suppress(Exception):
+                outbox.release(self.store, item.id)
+            raise
         except RetryLater as error:
             if item.attempts + 1 >= MAX_ATTEMPTS:
                 message = f"{error} (gave up after {item.attempts + 1} attempts)"

@@ -527,6 +527,11 @@ class App:
         url = _api_url(where, api_url or DEFAULT_API_URL)
         return self._add_channel(LinearChannel(agent, secret, token, url))
 
+    @property
+    def channels(self) -> dict[str, Any]:
+        """The configured channels, by provider (``"slack"``, ``"linear"``)."""
+        return dict(self._channels)
+
     async def handle_channel(self, provider: str, headers: Any, body: bytes) -> Any:
         """Answer one request of a channel (``"slack"`` or ``"linear"``): its raw body and
         headers in, a ``ChannelResponse`` (status, JSON body) out. Signed requests only."""

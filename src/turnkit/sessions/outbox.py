@@ -35,6 +35,7 @@ __all__ = [
     "queue_outcome",
     "record_failure",
     "record_progress",
+    "release",
     "retry_later",
 ]
 
@@ -66,18 +67,25 @@ def link_session(store: Any, session_id: str, provider: str, address: dict[str, 
     The first link wins and is never changed (a later call gets it back):
     what a session learned when it started stays as it was.
     """
-    with store.write() as tx:
-        row = tx.execute(
-            sa.select(t.channel_links.c.address).where(t.channel_links.c.session_id == session_id)
-        ).first()
-        if row is not None:
-            return json.loads(row.address)
-        tx.execute(
-            t.channel_links.insert().values(
-                session_id=session_id, provider=provider, address=dumps(address), created_at=now()
+    found = link_of(store, session_id)
+    if found is not None:
+        return found[1]
+    try:
+        with store.write() as tx:
+            tx.execute(
+                t.channel_links.insert().values(
+                    session_id=session_id,
+                    provider=provider,
+                    address=dumps(address),
+                    created_at=now(),
+                )
             )
-        )
-        return address
+    except sa.exc.IntegrityError:  # another delivery linked it first: theirs stands
+        found = link_of(store, session_id)
+        if found is None:
+            raise
+        return found[1]
+    return address
 
 
 def link_of(store: Any, session_id: str) -> tuple[str, dict[str, Any]] | None:
@@ -179,7 +187,11 @@ def _actions(tx: Any, turn_id: str) -> list[dict[str, Any]]:
     for row in rows:
         for block in Message.from_dict(json.loads(row.message)).content:
             if isinstance(block, ToolUseBlock) and block.name != "ask":
-                call = {"name": block.name, "parameter": _cut(dumps(thaw(block.input))), "result": None}
+                call = {
+                    "name": block.name,
+                    "parameter": _cut(dumps(thaw(block.input))),
+                    "result": None,
+                }
                 calls.append(call)
                 by_id[block.id] = call
             elif isinstance(block, ToolResultBlock) and block.tool_use_id in by_id:
@@ -278,6 +290,16 @@ def record_progress(store: Any, item_id: int, done: int, finished: bool) -> None
         values.update(status="sent", lease_until=None, last_error=None)
     with store.write() as tx:
         tx.execute(t.channel_outbox.update().where(t.channel_outbox.c.id == item_id).values(values))
+
+
+def release(store: Any, item_id: int) -> None:
+    """Give a claimed row back at once (this process stops while posting it)."""
+    with store.write() as tx:
+        tx.execute(
+            t.channel_outbox.update()
+            .where(t.channel_outbox.c.id == item_id)
+            .values(lease_until=None)
+        )
 
 
 def retry_later(store: Any, item: OutboxItem, delay_s: float, error: str) -> None:

@@ -36,6 +36,7 @@ EventType = Literal[
     "turn.failed",
     "turn.cancelled",
     "schedule.skipped",
+    "channel.delivery_failed",
 ]
 TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 
