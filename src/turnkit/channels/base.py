@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import sqlalchemy as sa
-
 from turnkit.errors import SessionEndedError
+from turnkit.sessions._accept import accept_once
 from turnkit.sessions.outbox import link_session, queue_notice
 from turnkit.sessions.records import Receipt, Session
 from turnkit.sessions.store import NewInput
@@ -90,19 +89,10 @@ async def store_input(
         content, dedupe_key = notice
         await asyncio.to_thread(queue_notice, store, session.id, provider, content, dedupe_key)
     try:
-        receipt = await asyncio.to_thread(_accept_once, store, session.id, new)
+        receipt = await asyncio.to_thread(accept_once, store, session.id, new)
     except SessionEndedError:
         return session, None, address
     return session, receipt, address
-
-
-def _accept_once(store: Any, session_id: str, new: NewInput) -> Receipt:
-    # Two deliveries of one event racing on Postgres: the second insert of the
-    # idempotency key fails on the unique key, and asking again finds the first.
-    try:
-        return store.accept_input(session_id, new)
-    except sa.exc.IntegrityError:
-        return store.accept_input(session_id, new)
 
 
 class RetryLater(Exception):

@@ -15,6 +15,7 @@ import contextlib
 import logging
 import random
 import time
+import uuid
 from typing import Any
 
 from turnkit._loop_thread import LoopThread
@@ -46,6 +47,7 @@ class Delivery:
         self._event: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: Any = None
+        self.owner = f"delivery_{uuid.uuid4().hex}"  # whose leases are whose
 
     def start(self) -> None:
         self._thread = LoopThread("turnkit-channels")
@@ -65,7 +67,10 @@ class Delivery:
         closers = [c.aclose() for c in self.channels.values()]
         with contextlib.suppress(Exception):
             await thread.call(_gather(closers))
+        # The loop thread ends after its worker threads (claims in flight) have: then
+        # every row this task still holds is free for the next start, at once.
         await thread.stop()
+        await asyncio.to_thread(outbox.release, self.store, self.owner)
 
     async def _run(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -74,7 +79,7 @@ class Delivery:
         while True:
             self._event.clear()
             try:
-                claimed = outbox.claim_due, self.store, LEASE_S, providers
+                claimed = outbox.claim_due, self.store, self.owner, LEASE_S, providers
                 items, due = await asyncio.to_thread(*claimed)
                 if items:
                     await asyncio.gather(*(self._deliver(item) for item in items))
@@ -100,10 +105,6 @@ class Delivery:
                 await asyncio.to_thread(
                     outbox.record_progress, self.store, item.id, index + 1, finished
                 )
-        except asyncio.CancelledError:  # stopping: the row is free for the next start
-            with contextlib.suppress(Exception):
-                outbox.release(self.store, item.id)
-            raise
         except RetryLater as error:
             if item.attempts + 1 >= MAX_ATTEMPTS:
                 message = f"{error} (gave up after {item.attempts + 1} attempts)"

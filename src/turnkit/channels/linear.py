@@ -226,7 +226,7 @@ class LinearChannel:
     async def _stop(self, app: Any, session_id: str, activity_id: str) -> ChannelResponse:
         core = app._running()
         store = core.store
-        found = await asyncio.to_thread(store._session_by_key, self.agent, f"linear:{session_id}")
+        found = await app.find_session(self.agent, f"linear:{session_id}")
         if found is None:
             return ChannelResponse(200, {"ok": True, "ignored": "no such session"})
         stopped = {"type": "response", "body": "Stopped, as you asked."}

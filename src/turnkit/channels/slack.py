@@ -16,7 +16,6 @@ the outbox with backoff; errors retrying cannot fix are recorded.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from collections.abc import Mapping
@@ -319,8 +318,7 @@ def _question_text(question: dict[str, Any]) -> str:
 
 
 async def _awaits_answer(app: Any, agent: str, key: str) -> bool:
-    store = app._running().store
-    session = await asyncio.to_thread(store._session_by_key, agent, key)
+    session = await app.find_session(agent, key)
     return session is not None and session.status == "awaiting_input"
 
 

@@ -11,6 +11,7 @@ import dataclasses
 from typing import Any
 
 from fastapi import APIRouter, Depends, Path, Request, Response
+from fastapi.responses import JSONResponse
 
 from turnkit.errors import InvalidInputError, TurnNotFoundError
 from turnkit.server.events import events_route
@@ -150,7 +151,7 @@ def _receipt(receipt: Any) -> ReceiptOut:
 
 
 def open_routes(app: Any) -> APIRouter:
-    """The routes without the API key: signed webhooks and health."""
+    """The routes without the API key: signed webhooks, channels and health."""
     router = APIRouter()
 
     @router.post(
@@ -177,9 +178,28 @@ def open_routes(app: Any) -> APIRouter:
             duplicate=receipt.duplicate,
         )
 
+    channel_answers = {200: {"description": "stored, ignored, or a challenge answered"}}
+    channel_answers |= responses(400, 401, 404, 413, 415)
+
+    @router.post("/channels/slack/events", responses=channel_answers)
+    async def slack_events(request: Request) -> Response:
+        """Slack's Events API (signed): mentions and direct messages become inputs."""
+        return await _channel(app, "slack", request)
+
+    @router.post("/channels/linear/webhook", responses=channel_answers)
+    async def linear_webhook(request: Request) -> Response:
+        """Linear's agent session webhooks (signed): created and prompted become inputs."""
+        return await _channel(app, "linear", request)
+
     @router.get("/healthz")
     async def healthz() -> Health:
         """Whether the server answers."""
         return Health(status="ok")
 
     return router
+
+
+async def _channel(app: Any, provider: str, request: Request) -> Response:
+    """A channel request, answered by the App's framework-agnostic handler."""
+    answer = await app.handle_channel(provider, request.headers, await request.body())
+    return JSONResponse(answer.body, answer.status, media_type=answer.media_type)

@@ -214,10 +214,10 @@ def _cut(text: str) -> str:
 
 
 def claim_due(
-    store: Any, lease_s: float, providers: tuple[str, ...], limit: int = 20
+    store: Any, owner: str, lease_s: float, providers: tuple[str, ...], limit: int = 20
 ) -> tuple[list[OutboxItem], float | None]:
-    """Claim due rows of ``providers``, at most one per session (the oldest pending
-    one: replies keep their order), leased for ``lease_s`` seconds.
+    """Claim due rows of ``providers`` for ``owner``, at most one per session (the
+    oldest pending one: replies keep their order), leased for ``lease_s`` seconds.
 
     Returns the claimed rows and when the next unclaimed one comes due (UNIX
     seconds; None when nothing is pending).
@@ -241,13 +241,13 @@ def claim_due(
         if due_at > stamp or len(claimed) >= limit:
             later.append(due_at)
             continue
-        item = _claim(store, row, stamp, lease_s)
+        item = _claim(store, row, stamp, owner, lease_s)
         if item is not None:
             claimed.append(item)
     return claimed, min(later, default=None)
 
 
-def _claim(store: Any, row: Any, stamp: float, lease_s: float) -> OutboxItem | None:
+def _claim(store: Any, row: Any, stamp: float, owner: str, lease_s: float) -> OutboxItem | None:
     c = t.channel_outbox.c
     with store.write() as tx:
         taken = tx.execute(
@@ -257,7 +257,7 @@ def _claim(store: Any, row: Any, stamp: float, lease_s: float) -> OutboxItem | N
                 c.status == "pending",
                 sa.or_(c.lease_until.is_(None), c.lease_until < stamp),
             )
-            .values(lease_until=stamp + lease_s)
+            .values(lease_until=stamp + lease_s, lease_owner=owner)
         )
         if not taken.rowcount:
             return None
@@ -292,13 +292,14 @@ def record_progress(store: Any, item_id: int, done: int, finished: bool) -> None
         tx.execute(t.channel_outbox.update().where(t.channel_outbox.c.id == item_id).values(values))
 
 
-def release(store: Any, item_id: int) -> None:
-    """Give a claimed row back at once (this process stops while posting it)."""
+def release(store: Any, owner: str) -> None:
+    """Give back at once every row ``owner`` holds (its delivery task is stopping)."""
+    c = t.channel_outbox.c
     with store.write() as tx:
         tx.execute(
             t.channel_outbox.update()
-            .where(t.channel_outbox.c.id == item_id)
-            .values(lease_until=None)
+            .where(c.lease_owner == owner, c.status == "pending")
+            .values(lease_until=None, lease_owner=None)
         )
 
 

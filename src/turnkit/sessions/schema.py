@@ -172,6 +172,7 @@ channel_outbox = sa.Table(
     sa.Column("attempts", sa.Integer, nullable=False, default=0),
     sa.Column("next_at", sa.Float, nullable=False),
     sa.Column("lease_until", sa.Float),
+    sa.Column("lease_owner", sa.String(64)),  # the delivery task holding the lease
     sa.Column("last_error", sa.Text),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.UniqueConstraint("dedupe_key", name="uq_turnkit_outbox_dedupe"),
