@@ -262,10 +262,7 @@ class TurnLog:
     ) -> bool:
         """End the turn (once: False when it had already ended)."""
         with self.store.write() as tx:
-            row = tx.execute(
-                sa.select(t.turns.c.status).where(t.turns.c.id == claim.turn_id)
-            ).first()
-            if row is None or row.status not in ("queued", "running"):
+            if not _still_active(tx, claim.turn_id):
                 return False
             if progress is not None:
                 self._write(tx, claim.session_id, claim.turn_id, progress)
@@ -301,10 +298,7 @@ class TurnLog:
     ) -> bool:
         """End the turn as asking ``question``: the session waits for its answer."""
         with self.store.write() as tx:
-            row = tx.execute(
-                sa.select(t.turns.c.status).where(t.turns.c.id == claim.turn_id)
-            ).first()
-            if row is None or row.status not in ("queued", "running"):
+            if not _still_active(tx, claim.turn_id):
                 return False
             self._write(tx, claim.session_id, claim.turn_id, progress)
             stored = {
@@ -333,3 +327,9 @@ class TurnLog:
                 tx, claim.session_id, claim.turn_id, "completed", output=question.text
             )
             return True
+
+
+def _still_active(tx: Tx, turn_id: str) -> bool:
+    """Whether the turn has not ended yet (ending twice is a no-op)."""
+    status = tx.execute(sa.select(t.turns.c.status).where(t.turns.c.id == turn_id)).scalar()
+    return status in ("queued", "running")
