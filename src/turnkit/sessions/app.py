@@ -395,6 +395,9 @@ class App:
     def cancel_sync(self, session_id: str) -> str | None:
         return run_sync(self.cancel(session_id))
 
+    def input_sync(self, turn_id: str) -> AgentInput:
+        return run_sync(self.input(turn_id))
+
     def subscribe_sync(
         self, session_id: str, to_session: str | None = None, to_agent: str | None = None
     ) -> str:

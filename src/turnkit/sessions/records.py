@@ -130,7 +130,11 @@ class Receipt:
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """One entry of a session's append-only event log (``seq`` from 1, no gaps)."""
+    """One entry of a session's append-only event log (``seq`` from 1, no gaps).
+
+    ``data`` is plain JSON (dicts and lists), decoded from the log for each
+    read, so changing it changes nothing stored or seen by anyone else.
+    """
 
     id: int
     seq: int
@@ -142,7 +146,7 @@ class Event:
 
     def to_dict(self) -> dict[str, Any]:
         """The event as plain JSON (what the server sends)."""
-        from turnkit.messages._json import thaw
+        import copy
 
         return {
             "id": self.id,
@@ -151,5 +155,5 @@ class Event:
             "turn_id": self.turn_id,
             "type": self.type,
             "timestamp": self.timestamp.isoformat(),
-            "data": thaw(self.data),
+            "data": copy.deepcopy(self.data),
         }

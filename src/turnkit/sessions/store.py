@@ -452,8 +452,6 @@ def turn_record(row: Any) -> Turn:
 
 
 def event_record(row: Any) -> Event:
-    from turnkit.messages._json import freeze_json
-
     return Event(
         row.id,
         row.seq,
@@ -461,5 +459,5 @@ def event_record(row: Any) -> Event:
         row.turn_id,
         row.type,
         when(row.timestamp),  # type: ignore[arg-type]
-        freeze_json(json.loads(row.data)),
+        json.loads(row.data),  # plain JSON, decoded anew for every reader
     )
