@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import inspect
 import threading
 from collections.abc import Callable
 from typing import Any
 
+from turnkit._sync import maybe_await
 from turnkit.agent.loop import RunState, Turns
 from turnkit.agent.output import OutputType
 from turnkit.errors import TurnkitError
@@ -82,9 +82,7 @@ class DurableModel(Model):
         scope = RenderScope(run.claim.input, run.data, run.runner.resolve_tool(agent))
         token = current_scope.set(scope)
         try:
-            system = agent.render()
-            if inspect.isawaitable(system):
-                system = await system
+            system = await maybe_await(agent.render())
         except Exception as err:
             raise RenderError(f"render of agent {agent.name!r} raised {_describe(err)}") from err
         finally:
