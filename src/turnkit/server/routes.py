@@ -61,7 +61,14 @@ def turn_out(turn: Any) -> TurnOut:
 def guarded_routes(app: Any, guard: Any, ping: float) -> APIRouter:
     """The routes that need the API key."""
     router = APIRouter(dependencies=[Depends(guard)], responses=responses(401))
+    _session_routes(router, app)
+    _turn_routes(router, app)
+    events_route(router, app, ping)
+    _control_routes(router, app)
+    return router
 
+
+def _session_routes(router: APIRouter, app: Any) -> None:
     @router.post(
         "/sessions",
         status_code=201,
@@ -89,6 +96,8 @@ def guarded_routes(app: Any, guard: Any, ping: float) -> APIRouter:
         """The durable conversation, as wire dicts, oldest first."""
         return [message.to_dict() for message in await app.history(session_id)]
 
+
+def _turn_routes(router: APIRouter, app: Any) -> None:
     @router.post(
         "/sessions/{session_id}/turns",
         status_code=202,
@@ -120,8 +129,8 @@ def guarded_routes(app: Any, guard: Any, ping: float) -> APIRouter:
             raise TurnNotFoundError(turn_id)
         return turn_out(turn)
 
-    events_route(router, app, ping)
 
+def _control_routes(router: APIRouter, app: Any) -> None:
     @router.post("/sessions/{session_id}/cancel", status_code=202, responses=responses(404, 422))
     async def cancel(session_id: str = SessionId) -> CancelOut:
         """Cancel the running turn (reason ``cancelled``); queued inputs still run."""
@@ -137,8 +146,6 @@ def guarded_routes(app: Any, guard: Any, ping: float) -> APIRouter:
     async def schedules() -> list[ScheduleOut]:
         """Every schedule, with the next instant it fires."""
         return [ScheduleOut(**dataclasses.asdict(item)) for item in await app.schedules()]
-
-    return router
 
 
 def _receipt(receipt: Any) -> ReceiptOut:
