@@ -7,6 +7,7 @@ import hmac
 import itertools
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
@@ -127,3 +128,35 @@ def count_rows(db_url: str, table: str) -> int:
             return int(conn.execute(sa.text(f"SELECT count(*) FROM {table}")).scalar() or 0)
     finally:
         engine.dispose()
+
+
+TAMPERINGS = ("wrong secret", "stale", "no signature", "body changed")
+
+
+def tampered(
+    build: Callable[..., tuple[dict[str, str], bytes]],
+    payload: dict[str, Any],
+    how: str,
+    signature_header: str,
+    **stale: Any,
+) -> tuple[dict[str, str], bytes]:
+    """A delivery spoiled one way of :data:`TAMPERINGS` (``stale``: the options that age it)."""
+    if how == "wrong secret":
+        return build(payload, secret="not-the-secret")
+    if how == "stale":
+        return build(payload, **stale)
+    headers, body = build(payload)
+    if how == "no signature":
+        del headers[signature_header]
+        return headers, body
+    return headers, body.replace(b'"type"', b'"type" ', 1)  # same JSON, other bytes
+
+
+def ask_message(question: str, *labels: str) -> dict[str, Any]:
+    """An assistant message that calls ``ask`` with options (value = label, lower-cased)."""
+    options = [{"label": label, "value": label.lower()} for label in labels]
+    call = {"question": question, "options": options}
+    return {
+        "role": "assistant",
+        "content": [{"type": "tool_use", "id": "ask_1", "name": "ask", "input": call}],
+    }

@@ -16,26 +16,16 @@ from turnkit.testing import ScriptedModel
 
 from ._support import (
     LINEAR_SECRET,
+    TAMPERINGS,
+    ask_message,
     count_rows,
     linear_created,
     linear_prompted,
     linear_request,
+    tampered,
 )
 
-ASK = {
-    "role": "assistant",
-    "content": [
-        {
-            "type": "tool_use",
-            "id": "ask_1",
-            "name": "ask",
-            "input": {
-                "question": "Which region should I check first?",
-                "options": [{"label": "EU", "value": "eu"}, {"label": "US", "value": "us"}],
-            },
-        }
-    ],
-}
+ASK = ask_message("Which region should I check first?", "EU", "US")
 LOOKUP = {
     "role": "assistant",
     "content": [
@@ -187,21 +177,15 @@ async def test_replays_of_created_and_prompted_store_one_input_each(db_url: str)
         assert [a.content["type"] for a in fake.activities] == ["thought", "response", "response"]
 
 
-@pytest.mark.parametrize("tamper", ["wrong secret", "stale", "no signature", "body changed"])
+@pytest.mark.parametrize("tamper", TAMPERINGS)
 async def test_bad_signatures_are_401_and_nothing_happens(db_url: str, tamper: str) -> None:
     with FakeLinear(sessions=("as-1",)) as fake:
         app, _ = linear_app(db_url, fake, [])
         async with app:
-            if tamper == "wrong secret":
-                headers, body = linear_request(linear_created(), secret="nope")
-            elif tamper == "stale":
-                headers, body = linear_request(linear_created(), skew_s=-61)
-            else:
-                headers, body = linear_request(linear_created())
-                if tamper == "no signature":
-                    del headers["linear-signature"]
-                else:
-                    body = body.replace(b"please", b"kindly")
+            payload = linear_created()
+            headers, body = tampered(
+                linear_request, payload, tamper, "linear-signature", skew_s=-61
+            )
             answer = await app.handle_channel("linear", headers, body)
         assert answer.status == 401
         assert count_rows(db_url, "turnkit_sessions") == 0

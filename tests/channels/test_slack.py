@@ -20,31 +20,18 @@ from turnkit.testing import ScriptedModel
 from ._support import (
     BOT,
     SLACK_SECRET,
+    TAMPERINGS,
+    ask_message,
     count_rows,
     mention,
     message,
     slack_event,
     slack_request,
     slack_signature,
+    tampered,
 )
 
-ASK = {
-    "role": "assistant",
-    "content": [
-        {
-            "type": "tool_use",
-            "id": "ask_1",
-            "name": "ask",
-            "input": {
-                "question": "Refund or keep the order?",
-                "options": [
-                    {"label": "Refund", "value": "refund"},
-                    {"label": "Keep", "value": "keep"},
-                ],
-            },
-        }
-    ],
-}
+ASK = ask_message("Refund or keep the order?", "Refund", "Keep")
 
 
 def slack_app(db_url: str, fake: FakeSlack, replies: list[Any]) -> tuple[App, ScriptedModel]:
@@ -186,25 +173,14 @@ async def test_retries_and_the_twin_message_event_store_one_input(db_url: str) -
         assert len(fake.posts) == 1
 
 
-@pytest.mark.parametrize(
-    "tamper",
-    ["wrong secret", "stale", "no signature", "body changed"],
-)
+@pytest.mark.parametrize("tamper", TAMPERINGS)
 async def test_bad_signatures_are_401_and_store_nothing(db_url: str, tamper: str) -> None:
     with FakeSlack() as fake:
         app, _ = slack_app(db_url, fake, [])
         async with app:
             envelope = slack_event(mention(f"<@{BOT}> hi", "1700000000.000100"))
-            if tamper == "wrong secret":
-                headers, body = slack_request(envelope, secret="not-the-secret")
-            elif tamper == "stale":
-                headers, body = slack_request(envelope, at=datetime.now(UTC).timestamp() - 301)
-            else:
-                headers, body = slack_request(envelope)
-                if tamper == "no signature":
-                    del headers["X-Slack-Signature"]
-                else:
-                    body = body.replace(b"hi", b"ho")
+            stale = datetime.now(UTC).timestamp() - 301
+            headers, body = tampered(slack_request, envelope, tamper, "X-Slack-Signature", at=stale)
             answer = await app.handle_channel("slack", headers, body)
         assert answer.status == 401
         assert count_rows(db_url, "turnkit_sessions") == 0

@@ -11,6 +11,7 @@ from channels._support import (
     BOT,
     LINEAR_SECRET,
     SLACK_SECRET,
+    ask_message,
     count_rows,
     linear_created,
     linear_prompted,
@@ -26,20 +27,7 @@ from turnkit.testing import ScriptedModel
 
 from .conftest import API_KEY, serving
 
-ASK = {
-    "role": "assistant",
-    "content": [
-        {
-            "type": "tool_use",
-            "id": "ask_1",
-            "name": "ask",
-            "input": {
-                "question": "Which region?",
-                "options": [{"label": "EU", "value": "eu"}, {"label": "US", "value": "us"}],
-            },
-        }
-    ],
-}
+ASK = ask_message("Which region?", "EU", "US")
 
 
 def channel_app(db_url: str, replies: list[Any], slack: FakeSlack, linear: FakeLinear) -> App:
