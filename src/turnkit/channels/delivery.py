@@ -27,6 +27,7 @@ __all__ = ["MAX_ATTEMPTS", "Delivery", "backoff"]
 MAX_ATTEMPTS = 8  # posts of one row tried this many times (about 2 minutes), then recorded
 LEASE_S = 120.0  # a claimed row is another process's to take after this
 IDLE_S = 5.0  # a look at the outbox at least this often (other processes' replies)
+STOP_GRACE_S = 10.0  # how long a stopping App lets posts in flight finish
 
 log = logging.getLogger("turnkit.channels")
 
@@ -48,6 +49,7 @@ class Delivery:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: Any = None
         self.owner = f"delivery_{uuid.uuid4().hex}"  # whose leases are whose
+        self._stopping = False
 
     def start(self) -> None:
         self._thread = LoopThread("turnkit-channels")
@@ -64,6 +66,11 @@ class Delivery:
         thread, self._thread = self._thread, None
         if thread is None:
             return
+        # Posts in flight finish (their answer is recorded), bounded; then the loop ends.
+        self._stopping = True
+        self.wake()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(asyncio.wrap_future(self._task), STOP_GRACE_S)
         closers = [c.aclose() for c in self.channels.values()]
         with contextlib.suppress(Exception):
             await thread.call(_gather(closers))
@@ -76,7 +83,7 @@ class Delivery:
         self._loop = asyncio.get_running_loop()
         self._event = asyncio.Event()
         providers = tuple(self.channels)
-        while True:
+        while not self._stopping:
             self._event.clear()
             try:
                 claimed = outbox.claim_due, self.store, self.owner, LEASE_S, providers
@@ -84,6 +91,8 @@ class Delivery:
                 if items:
                     await asyncio.gather(*(self._deliver(item) for item in items))
                     continue
+                if self._stopping:
+                    break
             except Exception:  # the database went away for a moment: look again later
                 log.exception("turnkit channels: reading the outbox failed")
                 due = None

@@ -502,14 +502,10 @@ class App:
         replies are posted with ``bot_token``; ``api_url`` is the Web API's
         base (tests point it at a fake). Returns the ``SlackChannel``.
         """
-        from turnkit.channels.slack import DEFAULT_API_URL, SlackChannel
+        from turnkit.channels.setup import add_channel
 
-        where = "app.slack"
-        self._channel_agent(where, agent)
-        secret = _secret(where, "signing_secret", signing_secret)
-        token = _secret(where, "bot_token", bot_token)
-        url = _api_url(where, api_url or DEFAULT_API_URL)
-        return self._add_channel(SlackChannel(agent, secret, token, url))
+        secret, token = ("signing_secret", signing_secret), ("bot_token", bot_token)
+        return add_channel(self, "slack", agent, secret, token, api_url)
 
     def linear(
         self, agent: str, webhook_secret: str, access_token: str, api_url: str | None = None
@@ -521,14 +517,10 @@ class App:
         Bearer, a ``lin_api_`` key as is) at ``api_url`` (the GraphQL
         endpoint). Returns the ``LinearChannel``.
         """
-        from turnkit.channels.linear import DEFAULT_API_URL, LinearChannel
+        from turnkit.channels.setup import add_channel
 
-        where = "app.linear"
-        self._channel_agent(where, agent)
-        secret = _secret(where, "webhook_secret", webhook_secret)
-        token = _secret(where, "access_token", access_token)
-        url = _api_url(where, api_url or DEFAULT_API_URL)
-        return self._add_channel(LinearChannel(agent, secret, token, url))
+        secret, token = ("webhook_secret", webhook_secret), ("access_token", access_token)
+        return add_channel(self, "linear", agent, secret, token, api_url)
 
     @property
     def channels(self) -> dict[str, Any]:
@@ -546,27 +538,11 @@ class App:
             return problem(404, f"no {provider!r} channel is configured on this App")
         return await channel.handle(self, headers, body)
 
-    def _channel_agent(self, where: str, agent: str) -> None:
-        if agent not in self.agents:
-            raise UnknownAgentError(agent, tuple(self.agents))
-        if self._core is not None:
-            raise RuntimeError(f"{where}: configure channels before the App starts")
-
-    def _add_channel(self, channel: Any) -> Any:
-        if channel.provider in self._channels:
-            raise ValueError(f"app.{channel.provider}: the channel is already configured")
-        self._channels[channel.provider] = channel
-        return channel
-
     def _start_channels(self, core: Any) -> None:
-        if not self._channels:
-            return
-        from turnkit.channels.delivery import Delivery
+        if self._channels:
+            from turnkit.channels.setup import start_delivery
 
-        self._delivery = Delivery(core.store, self._channels)
-        core.store.on_reply_queued = self._delivery.wake
-        core.notifier.on_change(self._delivery.wake)
-        self._delivery.start()
+            self._delivery = start_delivery(core, self._channels)
 
     async def _stop_channels(self) -> None:
         delivery, self._delivery = self._delivery, None
@@ -574,18 +550,6 @@ class App:
             if self._core is not None:
                 self._core.store.on_reply_queued = None
             await delivery.stop()
-
-
-def _secret(where: str, name: str, value: object) -> str:
-    if type(value) is not str or not value.strip():
-        raise ValueError(f"{where}: {name} must be a non-empty string")
-    return value
-
-
-def _api_url(where: str, value: object) -> str:
-    if type(value) is not str or not value.startswith(("http://", "https://")):
-        raise ValueError(f"{where}: api_url must be an http:// or https:// URL, got {value!r}")
-    return value
 
 
 def _id(value: object, field: str = "session_id") -> str:
