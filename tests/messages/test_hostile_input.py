@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from turnkit import InvalidMessageError, Message, validate_messages
+from turnkit import InvalidMessageError, Message, validate_blocks, validate_messages
 from turnkit.messages import (
     FrozenDict,
     ImageBlock,
@@ -366,3 +366,25 @@ def test_objects_are_classified_by_type_never_by_their_own_class_attribute(
     with pytest.raises(InvalidMessageError) as caught:
         build()
     assert caught.value.path == path
+
+
+def test_messages_and_blocks_shared_many_times_over_are_refused_before_building() -> None:
+    block = {"type": "text", "text": "x"}
+    message = {"role": "user", "content": [block] * 1000}
+    tracemalloc.start()
+    try:
+        assert_invalid(
+            lambda: validate_messages([message] * 1000), "messages", "more than 200000 messages"
+        )
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 5 * 1024 * 1024
+
+
+def test_tool_result_parts_shared_many_times_over_are_counted_too() -> None:
+    result = {"type": "tool_result", "tool_use_id": "c", "content": [{"type": "text", "text": ""}]}
+    result["content"] = result["content"] * 1000
+    wire = [{"role": "user", "content": [result] * 300}]
+    assert_invalid(lambda: validate_messages(wire), "messages", "blocks and parts")
+    assert_invalid(lambda: validate_blocks([result] * 300), "blocks", "blocks and parts")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from turnkit.errors import InvalidMessageError
 from turnkit.messages._checks import kind_of
+from turnkit.messages._limits import get_json_limits
 from turnkit.messages._wire import from_wire
 from turnkit.messages.blocks import Block, ToolUseBlock
 from turnkit.messages.message import Message
@@ -21,9 +22,61 @@ def validate_messages(value: object, *, path: str = "messages") -> tuple[Message
     """
     if not issubclass(type(value), (list, tuple)):
         raise InvalidMessageError(path, f"expected a list of messages, got {kind_of(value)}")
+    _check_count(value, path, messages=True)
     messages = from_wire(value, tuple[Message, ...], path, messages=True)
     _check_unique_tool_ids(messages, path)
     return messages
+
+
+def _items(value: object) -> list[object] | tuple[object, ...] | None:
+    """The items of a list or tuple, read with the built-in's own methods."""
+    kind = type(value)
+    if kind is list or kind is tuple:
+        return value  # type: ignore[return-value]
+    if issubclass(kind, list):
+        return list.copy(value)  # type: ignore[arg-type]
+    if issubclass(kind, tuple):
+        return tuple(tuple.__iter__(value))  # type: ignore[arg-type]
+    return None
+
+
+def _check_count(value: object, path: str, *, messages: bool) -> None:
+    """Refuse, before building anything, a list of more than ``max_nodes`` messages,
+    blocks and tool_result parts (lists shared many times over count each time)."""
+    limit = get_json_limits().max_nodes
+    items = _items(value) or ()
+    total = len(items)
+    if not messages:
+        total += _parts_in(items, {})
+    else:
+        seen: dict[int, tuple[object, int]] = {}
+        for item in items:
+            if issubclass(type(item), dict):
+                content = _items(dict.get(item, "content"))  # type: ignore[arg-type]
+                if content is not None:
+                    total += len(content) + _parts_in(content, seen)
+            if total > limit:
+                break
+    if total > limit:
+        problem = f"more than {limit} messages, blocks and parts (JsonLimits.max_nodes)"
+        raise InvalidMessageError(path, problem)
+
+
+def _parts_in(
+    blocks: list[object] | tuple[object, ...], seen: dict[int, tuple[object, int]]
+) -> int:
+    """The tool_result parts in ``blocks``; a list met before is not read again
+    (``seen`` keeps each list alive, so its id stays its own)."""
+    known = seen.get(id(blocks))
+    if known is not None:
+        return known[1]
+    found = 0
+    for block in blocks:
+        if issubclass(type(block), dict) and dict.get(block, "type") == "tool_result":  # type: ignore[arg-type]
+            parts = _items(dict.get(block, "content"))  # type: ignore[arg-type]
+            found += 0 if parts is None else len(parts)
+    seen[id(blocks)] = (blocks, found)
+    return found
 
 
 def _check_unique_tool_ids(messages: tuple[Message, ...], path: str) -> None:
@@ -50,6 +103,7 @@ def validate_blocks(value: object, *, path: str = "blocks") -> tuple[Block, ...]
     """
     if not issubclass(type(value), (list, tuple)):
         raise InvalidMessageError(path, f"expected a list of content blocks, got {kind_of(value)}")
+    _check_count(value, path, messages=False)
     blocks = from_wire(value, tuple[Block, ...], path)
     seen: set[str] = set()
     for index, block in enumerate(blocks):
