@@ -72,7 +72,8 @@ def _parts_in(
         return known[1]
     found = 0
     for block in blocks:
-        if issubclass(type(block), dict) and dict.get(block, "type") == "tool_result":  # type: ignore[arg-type]
+        kind = dict.get(block, "type") if issubclass(type(block), dict) else None  # type: ignore[arg-type]
+        if type(kind) is str and kind == "tool_result":  # exact str: no caller __eq__
             parts = _items(dict.get(block, "content"))  # type: ignore[arg-type]
             found += 0 if parts is None else len(parts)
     seen[id(blocks)] = (blocks, found)

@@ -63,6 +63,8 @@ class Tool:
     _schema_check: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if isinstance(self.name, str) and type(self.name) is not str:  # a plain copy
+            object.__setattr__(self, "name", str.__str__(self.name))
         if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
             raise ValueError(
                 f"tool name {self.name!r} must be 1-64 letters, digits, '_' or '-' "
