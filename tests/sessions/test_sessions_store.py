@@ -105,3 +105,34 @@ async def test_follow_sees_events_written_by_another_process(tmp_path: Path) -> 
             assert done == turn_ids
         finally:
             child.kill()
+
+
+async def test_two_apps_starting_at_once_on_a_fresh_postgres_database(postgres_url: str) -> None:
+    import sqlalchemy as sa
+
+    from turnkit.sessions._db import Engines
+    from turnkit.sessions.schema import migrate
+
+    engines = [Engines(postgres_url) for _ in range(4)]
+    try:
+        versions = await asyncio.gather(*(asyncio.to_thread(migrate, e.write) for e in engines))
+        assert versions == [SCHEMA_VERSION] * 4
+        with engines[0].write.connect() as conn:
+            rows = conn.execute(sa.text("SELECT count(*) FROM turnkit_meta")).scalar()
+        assert rows == 1
+    finally:
+        for e in engines:
+            e.dispose()
+
+
+async def test_concurrent_sends_with_one_key_store_one_input_on_postgres(postgres_url: str) -> None:
+    app = echo_app(postgres_url)
+    async with app:
+        session = await app.create_session("echo")
+        receipts = await asyncio.gather(
+            *(app.send(session.id, text="once", idempotency_key="same") for _ in range(8))
+        )
+        assert len({r.input_id for r in receipts}) == 1
+        assert sum(not r.duplicate for r in receipts) == 1
+        received = [e for e in await app.events(session.id) if e.type == "input.received"]
+        assert len(received) == 1

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import sqlalchemy as sa
-
 from turnkit.sessions.records import Receipt
 from turnkit.sessions.store import NewInput
 
@@ -19,9 +17,4 @@ def accept_once(store: Any, session_id: str, new: NewInput) -> Receipt:
     the second fails on the unique key. The key is then stored: asking again
     returns the first receipt, marked ``duplicate``.
     """
-    try:
-        return store.accept_input(session_id, new)
-    except sa.exc.IntegrityError:
-        if new.idempotency_key is None:
-            raise
-        return store.accept_input(session_id, new)
+    return store.accept_input(session_id, new)  # which retries such a collision itself

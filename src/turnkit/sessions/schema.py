@@ -190,13 +190,21 @@ tables = metadata
 
 Migration = Callable[[sa.Connection], None]
 
+_MIGRATION_LOCK = 0x7475726E6B6974  # "turnkit": the advisory lock key of migrations
+
 # version -> the step that brings a database from version - 1 to it.
 MIGRATIONS: dict[int, Migration] = {}
 
 
 def migrate(engine: sa.Engine) -> int:
-    """Create or upgrade turnkit's tables; the schema version in force after."""
+    """Create or upgrade turnkit's tables; the schema version in force after.
+
+    One process at a time: SQLite's write lock (the engine begins with
+    ``BEGIN IMMEDIATE``), or a transaction-scoped advisory lock on Postgres.
+    """
     with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
         metadata.create_all(conn, tables=[meta])
         row = conn.execute(sa.select(meta.c.value).where(meta.c.key == "schema_version")).first()
         if row is None:

@@ -287,8 +287,16 @@ class Store:
         a repeated idempotency key gets its first receipt back."""
         from turnkit.sessions.routing import accept
 
-        with self.write() as tx:
-            return accept(self, tx, session_id, new)
+        try:
+            with self.write() as tx:
+                return accept(self, tx, session_id, new)
+        except sa.exc.IntegrityError:
+            # Another process stored the same key between our check and insert
+            # (the session row lock makes this rare): that one is the first.
+            if new.idempotency_key is None:
+                raise
+            with self.write() as tx:
+                return accept(self, tx, session_id, new)
 
     # -- turns ---------------------------------------------------------------
 
