@@ -283,3 +283,24 @@ async def test_malformed_webhooks_are_400_naming_the_field(db_url: str) -> None:
         assert "agentSession" in answers[0].body["detail"]
         assert "agentActivity.content.body" in answers[1].body["detail"]
         assert other.status == 200 and other.body["ignored"] == "type 'Issue'"
+
+
+async def test_a_session_started_by_automation_has_no_user_and_no_comment(db_url: str) -> None:
+    with FakeLinear(sessions=("as-2",)) as fake:
+        app, _ = linear_app(db_url, fake, ["Triaged."])
+        async with app:
+            payload = linear_created("as-2", creatorId="someone-else", parent=None)
+            for name in ("creator", "comment"):
+                del payload["agentSession"][name]
+            del payload["createdAt"]
+            answer = await deliver(app, payload)
+            completed = await next_event(app, answer.body["session_id"], "turn.completed")
+            turn_input = await app.input(completed.turn_id)
+            await asyncio.to_thread(contents, fake, 2)
+        assert turn_input.channel.user_id is None
+        assert turn_input.text == payload["promptContext"]  # no comment: Linear's prompt context
+        # no createdAt: the webhook's own timestamp, which was now
+        assert abs((datetime.now(UTC) - turn_input.provider_time).total_seconds()) < 60
+        payload_out = LinearInputPayload.from_payload(turn_input.payload)
+        assert payload_out.origin == {"parent": None, "created_by_agent": False}
+        assert [c["id"] for c in payload_out.comments] == ["com-1"]
