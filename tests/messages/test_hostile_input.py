@@ -388,3 +388,13 @@ def test_tool_result_parts_shared_many_times_over_are_counted_too() -> None:
     wire = [{"role": "user", "content": [result] * 300}]
     assert_invalid(lambda: validate_messages(wire), "messages", "blocks and parts")
     assert_invalid(lambda: validate_blocks([result] * 300), "blocks", "blocks and parts")
+
+
+def test_a_long_text_shared_by_many_blocks_counts_each_time() -> None:
+    text = "x" * (1 << 20)
+    wire = [{"role": "user", "content": [{"type": "text", "text": text}] * 17}]
+    assert_invalid(lambda: validate_messages(wire), "messages", "characters of text")
+    part = {"type": "text", "text": text}
+    result = {"type": "tool_result", "tool_use_id": "c", "content": [part] * 17}
+    assert_invalid(lambda: validate_blocks([result]), "blocks", "characters of text")
+    assert len(validate_messages([{"role": "user", "content": [part] * 15}])[0].content) == 15

@@ -42,42 +42,65 @@ def _items(value: object) -> list[object] | tuple[object, ...] | None:
 
 def _check_count(value: object, path: str, *, messages: bool) -> None:
     """Refuse, before building anything, a list of more than ``max_nodes`` messages,
-    blocks and tool_result parts (lists shared many times over count each time)."""
-    limit = get_json_limits().max_nodes
+    blocks and tool_result parts, or whose text (of text and thinking blocks and
+    tool results) is over ``max_bytes`` characters. Lists and strings shared many
+    times over count each time, as they would be written out."""
+    limits = get_json_limits()
     items = _items(value) or ()
-    total = len(items)
+    seen: dict[int, tuple[object, int, int]] = {}
+    nodes, chars = len(items), 0
     if not messages:
-        total += _parts_in(items, {})
+        nodes, chars = _measure(items, seen)
     else:
-        seen: dict[int, tuple[object, int]] = {}
+        max_nodes, max_chars = limits.max_nodes, limits.max_bytes
         for item in items:
-            if issubclass(type(item), dict):
-                content = _items(dict.get(item, "content"))  # type: ignore[arg-type]
+            if type(item) is dict or issubclass(type(item), dict):
+                content = dict.get(item, "content")  # type: ignore[arg-type]
+                if type(content) is not list:
+                    content = _items(content)
                 if content is not None:
-                    total += len(content) + _parts_in(content, seen)
-            if total > limit:
-                break
-    if total > limit:
-        problem = f"more than {limit} messages, blocks and parts (JsonLimits.max_nodes)"
+                    inner = _measure(content, seen)
+                    nodes += inner[0]
+                    chars += inner[1]
+                    if nodes > max_nodes or chars > max_chars:
+                        break
+    if nodes > limits.max_nodes:
+        problem = f"more than {limits.max_nodes} messages, blocks and parts (JsonLimits.max_nodes)"
+        raise InvalidMessageError(path, problem)
+    if chars > limits.max_bytes:
+        problem = f"more than {limits.max_bytes} characters of text (JsonLimits.max_bytes)"
         raise InvalidMessageError(path, problem)
 
 
-def _parts_in(
-    blocks: list[object] | tuple[object, ...], seen: dict[int, tuple[object, int]]
-) -> int:
-    """The tool_result parts in ``blocks``; a list met before is not read again
-    (``seen`` keeps each list alive, so its id stays its own)."""
-    known = seen.get(id(blocks))
-    if known is not None:
-        return known[1]
-    found = 0
+_TEXT_FIELDS = {"text": "text", "thinking": "thinking", "tool_result": "content"}
+
+
+def _measure(
+    blocks: list[object] | tuple[object, ...], seen: dict[int, tuple[object, int, int]]
+) -> tuple[int, int]:
+    """(blocks and parts, characters of text) in ``blocks``; a list met before is
+    not read again (``seen`` keeps each list alive, so its id stays its own)."""
+    key = id(blocks)
+    if key in seen:
+        known = seen[key]
+        return known[1], known[2]
+    nodes, chars = len(blocks), 0
+    get, fields = dict.get, _TEXT_FIELDS
     for block in blocks:
-        kind = dict.get(block, "type") if issubclass(type(block), dict) else None  # type: ignore[arg-type]
-        if type(kind) is str and kind == "tool_result":  # exact str: no caller __eq__
-            parts = _items(dict.get(block, "content"))  # type: ignore[arg-type]
-            found += 0 if parts is None else len(parts)
-    seen[id(blocks)] = (blocks, found)
-    return found
+        if type(block) is not dict and not issubclass(type(block), dict):
+            continue
+        kind = get(block, "type")  # type: ignore[arg-type]
+        field = fields.get(kind) if type(kind) is str else None  # exact: no caller __eq__
+        if field is None:
+            continue
+        text = get(block, field)  # type: ignore[arg-type]
+        if type(text) is str:
+            chars += len(text)
+        elif field == "content" and (parts := _items(text)) is not None:
+            inner = _measure(parts, seen)
+            nodes, chars = nodes + inner[0], chars + inner[1]
+    seen[key] = (blocks, nodes, chars)
+    return nodes, chars
 
 
 def _check_unique_tool_ids(messages: tuple[Message, ...], path: str) -> None:
