@@ -54,7 +54,8 @@ def _check_count(value: object, path: str, *, messages: bool) -> None:
     else:
         max_nodes, max_chars = limits.max_nodes, limits.max_bytes
         for item in items:
-            if type(item) is dict or issubclass(type(item), dict):
+            kind = type(item)
+            if kind is dict or (kind is not Message and issubclass(kind, dict)):
                 content = dict.get(item, "content")  # type: ignore[arg-type]
                 if type(content) is not list:
                     content = _items(content)
