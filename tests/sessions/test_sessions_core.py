@@ -270,14 +270,16 @@ async def test_end_session_refuses_later_sends_and_cancels_queued_turns(db_url: 
     app = echo_app(db_url)
     async with app:
         session = await app.create_session("echo")
-        done = await app.send(session.id, text="one")
+        done = await app.send(session.id, text="one", idempotency_key="first")
         await app.wait(done.turn_id, timeout=10)
         ended = await app.end_session(session.id)
         assert ended.status == "ended" and ended.ended_at is not None
         with pytest.raises(SessionEndedError, match=session.id):
             await app.send(session.id, text="two")
         # A repeated idempotency key still answers with its first receipt.
-        assert (await app.end_session(session.id)).status == "ended"
+        again = await app.send(session.id, text="one", idempotency_key="first")
+        assert again.duplicate and again.input_id == done.input_id
+        assert (await app.end_session(session.id)).status == "ended"  # idempotent
 
 
 async def test_idempotency_key_returns_the_first_receipt_and_stores_nothing(db_url: str) -> None:

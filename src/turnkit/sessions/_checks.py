@@ -33,10 +33,7 @@ def check_payload(value: object, limit: int = MAX_PAYLOAD_BYTES, field: str = "p
         text = dumps(thaw(frozen))
         size = len(text.encode("utf-8"))
     except InvalidMessageError as err:
-        where = f"{field}{err.path}" if err.path.startswith("[") else field
-        if err.path and not err.path.startswith("["):
-            where = f"{field}.{err.path}"
-        raise InvalidInputError(where, err.problem) from None
+        raise InvalidInputError(err.within(field).path, err.problem) from None
     except UnicodeEncodeError as err:
         raise InvalidInputError(
             field, f"holds text that is not valid Unicode ({err.reason})"

@@ -6,12 +6,23 @@ import json
 import os
 import sqlite3
 import time
+import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 
-__all__ = ["DEFAULT_SQLITE_PATH", "Engines", "dumps", "now", "resolve_url"]
+__all__ = [
+    "DEFAULT_SQLITE_PATH",
+    "Engines",
+    "cut_utf8",
+    "dumps",
+    "new_id",
+    "now",
+    "resolve_url",
+    "when",
+]
 
 DEFAULT_SQLITE_PATH = Path(".turnkit") / "turnkit.db"
 
@@ -157,3 +168,20 @@ def dumps(value: Any) -> str:
 
 def now() -> float:
     return time.time()
+
+
+def when(seconds: float | None) -> datetime | None:
+    """A stored time (UNIX seconds) as an aware UTC datetime."""
+    return None if seconds is None else datetime.fromtimestamp(seconds, UTC)
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex}"
+
+
+def cut_utf8(text: str, limit: int) -> tuple[str, bool]:
+    """``text`` cut at a character boundary to at most ``limit`` bytes of UTF-8."""
+    raw = text.encode("utf-8")
+    if len(raw) <= limit:
+        return text, False
+    return raw[:limit].decode("utf-8", errors="ignore"), True

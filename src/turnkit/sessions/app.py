@@ -9,26 +9,22 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from turnkit._sync import run_sync
-from turnkit.agent.config import resolve_agent_model
-from turnkit.agent.output import OutputType
-from turnkit.errors import InvalidInputError, UnknownAgentError
+from turnkit.errors import InvalidInputError
 from turnkit.messages import Message
-from turnkit.providers.base import Model, settings_from
 from turnkit.sessions import _checks as check
+from turnkit.sessions.definitions import Definitions
 from turnkit.sessions.inputs import AgentInput
 from turnkit.sessions.records import Event, Receipt, Session, Turn
-from turnkit.sessions.runner import AgentDef
 from turnkit.sessions.store import NewInput
-from turnkit.tools import Tool, is_tool_source, tool
 
 __all__ = ["App"]
 
 
-class App:
+class App(Definitions):
     """Agents and their durable sessions, on one database.
 
     ``database_url``: ``sqlite:///path.db`` or ``postgresql://user:pw@host/db``;
@@ -62,9 +58,7 @@ class App:
         self._executor_id = executor_id or os.environ.get("TURNKIT_EXECUTOR_ID") or "local"
         self._polling_interval = polling_interval
         self._workers = workers
-        self.agents: dict[str, AgentDef] = {}
-        self.tools: dict[str, Tool] = {}
-        self._made_tools: dict[Any, Tool] = {}
+        super().__init__()
         self._core: Any = None
         self._webhooks: dict[str, Any] = {}
         self._schedules: dict[str, Any] = {}
@@ -72,113 +66,6 @@ class App:
         self._ticker: Any = None
         self._channels: dict[str, Any] = {}  # provider -> channel (turnkit.channels)
         self._delivery: Any = None
-
-    # -- definitions ---------------------------------------------------------
-
-    def agent(
-        self,
-        name: str,
-        *,
-        model: str | Model | None = None,
-        tools: Sequence[Tool | Callable[..., Any]] = (),
-        max_turns: int = 10,
-        max_output_tokens: int | None = None,
-        temperature: float | None = None,
-        thinking: Any = None,
-        output_type: Any = None,
-        output_retries: int = 1,
-    ) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
-        """Define an agent whose render function gives the system text of each model call.
-
-        ``tools`` may hold tool sources (MCP servers) too; ``output_type`` asks
-        for structured output as in :class:`~turnkit.AgentConfig` (the turn's
-        ``output_data``)."""
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"app.agent: the name must be a non-empty string, got {name!r}")
-        if type(max_turns) is not int or max_turns < 1:
-            raise ValueError(f"app.agent({name!r}): max_turns must be an int >= 1")
-        tool_map: dict[str, Tool] = {}
-        sources = tuple(item for item in tools if is_tool_source(item))
-        for item in tools:
-            if is_tool_source(item):
-                continue
-            made = self._as_tool(item, f"app.agent({name!r}).tools")
-            if made.name in tool_map or made.name == "ask":
-                raise ValueError(f"app.agent({name!r}): two tools are named {made.name!r}")
-            tool_map[made.name] = made
-        settings = settings_from(
-            {
-                "max_output_tokens": max_output_tokens,
-                "temperature": temperature,
-                "thinking": thinking,
-            }
-        )
-        if type(output_retries) is not int or output_retries < 0:
-            raise ValueError(f"app.agent({name!r}): output_retries must be an int >= 0")
-        output = None if output_type is None else OutputType(output_type)
-
-        def define(render: Callable[[], Any]) -> Callable[[], Any]:
-            if not callable(render):
-                raise TypeError("app.agent: decorate a function (the agent's render)")
-            if name in self.agents:
-                raise ValueError(f"app.agent: an agent named {name!r} is already defined")
-            resolved = resolve_agent_model(model)
-            self.agents[name] = AgentDef(
-                name,
-                render,
-                resolved,
-                tool_map,
-                max_turns,
-                settings,
-                sources,
-                output,
-                output_retries,
-            )
-            return render
-
-        return define
-
-    def tool(self, fn: Any = None, /, **options: Any) -> Any:
-        """Register a tool that renders may offer by name (``use_tool("name")``)."""
-
-        def register(function: Any) -> Tool:
-            made = function if isinstance(function, Tool) else tool(**options)(function)
-            if made.name in self.tools or made.name == "ask":
-                raise ValueError(f"app.tool: a tool named {made.name!r} is already registered")
-            self.tools[made.name] = made
-            return made
-
-        return register(fn) if fn is not None else register
-
-    def _as_tool(self, item: Any, where: str) -> Tool:
-        if isinstance(item, Tool):
-            return item
-        if not callable(item):
-            raise TypeError(f"{where}: expected a Tool or a function, got {item!r}")
-        made = self._made_tools.get(item)
-        if made is None:
-            made = self._made_tools[item] = tool(item)
-        return made
-
-    def _resolver(self, agent: AgentDef) -> Callable[[Any], list[Tool]]:
-        def resolve(wanted: Any) -> list[Tool]:
-            if isinstance(wanted, str):
-                from turnkit.sessions.ask import ask_tool
-
-                if wanted == "ask":
-                    return [ask_tool()]
-                found = agent.tools.get(wanted) or self.tools.get(wanted)
-                if found is None:
-                    known = sorted({"ask", *agent.tools, *self.tools})
-                    raise ValueError(
-                        f"use_tool: no tool named {wanted!r}; known: {', '.join(known)}"
-                    )
-                return [found]
-            if is_tool_source(wanted):
-                return [wanted]
-            return [self._as_tool(wanted, "use_tool")]
-
-        return resolve
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -235,8 +122,7 @@ class App:
     ) -> Session:
         """A new session of ``agent``; with a ``key``, the existing one of that key if any."""
         core = self._running()
-        if not isinstance(agent, str) or agent not in self.agents:
-            raise UnknownAgentError(agent, tuple(self.agents))
+        self.agent_named(agent)
         key = check.check_key(key, "key")
         values = check.check_data(data)
         session, _ = await asyncio.to_thread(core.store.create_session, agent, key, values)
@@ -339,8 +225,8 @@ class App:
     def _watched(self, to_session: object, to_agent: object) -> tuple[str | None, str | None]:
         if (to_session is None) == (to_agent is None):
             raise InvalidInputError("to_session", "give exactly one of to_session and to_agent")
-        if to_agent is not None and to_agent not in self.agents:
-            raise UnknownAgentError(to_agent, tuple(self.agents))
+        if to_agent is not None:
+            self.agent_named(to_agent)
         if to_session is not None:
             _id(to_session, "to_session")
         return to_session, to_agent  # type: ignore[return-value]
@@ -351,8 +237,7 @@ class App:
         from turnkit.sessions.subscriptions import subscribe
 
         core = self._running()
-        if agent not in self.agents:
-            raise UnknownAgentError(agent, tuple(self.agents))
+        self.agent_named(agent)
         new = NewInput("subagent", check.check_text(task, "task"), check.check_payload(payload), {})
         new.idempotency_key = "subagent-task"
         key = f"subagent:{scope.turn_id}:{scope.call_id}"

@@ -41,10 +41,7 @@ class Core:
             self.dbos = DbosEngine(engines, self.executor_id, self.polling)
             self.store = Store(engines, self.dbos.enqueue, self.notifier.notify)
             self.log = TurnLog(self.store)
-            app = self.app
-            resolver = app._resolver
-            self.runner = TurnRunner(self.log, app.agents, lambda agent: resolver(agent))
-            self.runner.app = app
+            self.runner = TurnRunner(self.log, self.app)
             self.dbos.launch(self.runner if self.workers else None)
             self.notifier.on_change(self._check_cancels)
         except BaseException:

@@ -11,9 +11,10 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
+from turnkit.tools import Tool  # already loaded by `import turnkit`
+
 if TYPE_CHECKING:
     from turnkit.sessions.inputs import AgentInput
-    from turnkit.tools import Tool
 
 __all__ = ["RenderScope", "use_current_input", "use_input", "use_session_data", "use_tool"]
 
@@ -71,7 +72,7 @@ def use_tool(tool: str | Tool | Any) -> None:
     """
     scope = _scope("use_tool")
     for found in scope.resolve_tool(tool):
-        if not hasattr(found, "spec"):  # a tool source: its tools are listed for this call
+        if not isinstance(found, Tool):  # a tool source: its tools are listed for this call
             if all(found is not known for known in scope.sources):
                 scope.sources.append(found)
         elif all(found.name != offered.name for offered in scope.offered):

@@ -23,7 +23,7 @@ import sqlalchemy as sa
 
 from turnkit.errors import SessionEndedError, SessionNotFoundError
 from turnkit.sessions import schema as t
-from turnkit.sessions._db import dumps, now
+from turnkit.sessions._db import dumps, new_id, now, when
 from turnkit.sessions.ask import answer_value
 from turnkit.sessions.records import Question, Receipt
 
@@ -71,8 +71,6 @@ def accept(store: Any, tx: Any, session_id: str, new: Any) -> Receipt:
 def _insert(
     store: Any, tx: Any, session_id: str, new: Any, held: bool
 ) -> tuple[str, dict[str, Any]]:
-    from turnkit.sessions.store import new_id, when
-
     input_id, received = new_id("in"), now()
     tx.execute(
         t.inputs.insert().values(
@@ -117,8 +115,6 @@ def create_turn(
     resume: dict[str, Any] | None = None,
 ) -> str:
     """A queued turn for ``input_id``, its workflow enqueued in this transaction."""
-    from turnkit.sessions.store import new_id
-
     turn_id = new_id("turn")
     tx.execute(
         t.turns.insert().values(
@@ -184,8 +180,6 @@ def _split(rows: list[Any]) -> tuple[list[Any], list[Any]]:
 
 
 def _held_item(row: Any) -> dict[str, Any]:
-    from turnkit.sessions.store import when
-
     details = json.loads(row.details)
     return {
         "text": row.text,
@@ -198,8 +192,6 @@ def _held_item(row: Any) -> dict[str, Any]:
 
 
 def _own_input(row: Any) -> dict[str, Any]:
-    from turnkit.sessions.store import when
-
     return {
         **json.loads(row.details),
         "id": row.id,

@@ -79,7 +79,7 @@ class DurableModel(Model):
     async def _render(self) -> tuple[str | None, tuple[Any, ...]]:
         run = self._run
         agent = run.agent
-        scope = RenderScope(run.claim.input, run.data, run.runner.resolve_tool(agent))
+        scope = RenderScope(run.claim.input, run.data, run.runner.app.tool_resolver(agent))
         token = current_scope.set(scope)
         try:
             system = await maybe_await(agent.render())
@@ -268,11 +268,9 @@ class _TurnRun:
 class TurnRunner:
     """Runs the turns a workflow claims, and cancels them on request."""
 
-    def __init__(self, log: TurnLog, agents: dict[str, AgentDef], resolve_tool: Callable) -> None:
+    def __init__(self, log: TurnLog, app: Any) -> None:
         self.log = log
-        self.agents = agents
-        self.resolve_tool = resolve_tool  # (agent) -> (name or tool) -> [Tool]
-        self.app: Any = None  # the App, for session-aware tools (subagent)
+        self.app = app  # its agents, its tool names, and itself for subagent tools
         self._tasks: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = {}
         self._cancel_reasons: dict[str, str] = {}
         self._lock = threading.Lock()
@@ -306,7 +304,7 @@ class TurnRunner:
         assert task is not None
         self._tasks[claim.turn_id] = (asyncio.get_running_loop(), task)
         try:
-            agent = self.agents.get(claim.agent)
+            agent = self.app.agents.get(claim.agent)
             if agent is None:
                 error = f"agent {claim.agent!r} is not defined in the App running this turn"
                 await asyncio.to_thread(

@@ -12,10 +12,8 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -23,21 +21,14 @@ import sqlalchemy as sa
 from turnkit.errors import SessionNotFoundError, TurnNotFoundError
 from turnkit.messages import Message
 from turnkit.sessions import schema as t
-from turnkit.sessions._db import Engines, dumps, now
+from turnkit.sessions._db import Engines, cut_utf8, dumps, new_id, now, when
 from turnkit.sessions.inputs import AgentInput
 from turnkit.sessions.records import Event, Question, Receipt, Session, Turn
+from turnkit.sessions.routing import accept
 
 __all__ = ["NewInput", "Store", "Tx"]
 
 ACTIVE = ("queued", "running")
-
-
-def new_id(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex}"
-
-
-def when(seconds: float | None) -> datetime | None:
-    return None if seconds is None else datetime.fromtimestamp(seconds, UTC)
 
 
 class NewInput:
@@ -285,8 +276,6 @@ class Store:
     def accept_input(self, session_id: str, new: NewInput) -> Receipt:
         """Store an input and route it (see :mod:`turnkit.sessions.routing`);
         a repeated idempotency key gets its first receipt back."""
-        from turnkit.sessions.routing import accept
-
         try:
             with self.write() as tx:
                 return accept(self, tx, session_id, new)
@@ -385,6 +374,7 @@ class Store:
         kind = f"turn.{status}"
         event_id = tx.emit(session_id, kind, data, turn_id)
         if reason != "held":  # a turn folded into a question's answer is no outcome
+            # Imported here: both write through this store (a module cycle otherwise).
             from turnkit.sessions.subscriptions import fan_out
 
             outcome = {"type": kind, "reason": reason, "error": error, "result": result}
@@ -430,14 +420,6 @@ def _plain_output(value: Any) -> Any:
     import pydantic_core
 
     return json.loads(pydantic_core.to_json(value))
-
-
-def cut_utf8(text: str, limit: int) -> tuple[str, bool]:
-    """``text`` cut at a character boundary to at most ``limit`` bytes of UTF-8."""
-    raw = text.encode("utf-8")
-    if len(raw) <= limit:
-        return text, False
-    return raw[:limit].decode("utf-8", errors="ignore"), True
 
 
 def turn_record(row: Any) -> Turn:

@@ -24,6 +24,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from turnkit.sessions._db import cut_utf8
 from turnkit.tools import Tool
 
 __all__ = ["MAX_RESULT_BYTES", "ToolCallScope", "current_call", "subagent"]
@@ -76,8 +77,6 @@ def subagent(agent: str, description: str, wait: bool = True, *, name: str | Non
 
 def child_result(turn: Any) -> str:
     """What a waiting parent's tool call returns for a terminal child turn."""
-    from turnkit.sessions.store import cut_utf8
-
     if turn.question is not None:
         question = turn.question
         options = ", ".join(f"{o.label!r}" for o in question.options)

@@ -19,9 +19,11 @@ import sqlalchemy as sa
 
 from turnkit.errors import SessionEndedError, SessionNotFoundError
 from turnkit.sessions import schema as t
-from turnkit.sessions._db import now
+from turnkit.sessions._db import cut_utf8, new_id, now
 from turnkit.sessions.inputs import EventInfo, EventResult
 from turnkit.sessions.present import describe_event
+from turnkit.sessions.routing import accept
+from turnkit.sessions.store import NewInput
 
 __all__ = ["MAX_ERROR_BYTES", "fan_out", "subscribe", "unsubscribe"]
 
@@ -30,8 +32,6 @@ MAX_ERROR_BYTES = 4 * 1024
 
 def subscribe(store: Any, subscriber_id: str, to_session: str | None, to_agent: str | None) -> str:
     """Record the subscription (idempotent); its id."""
-    from turnkit.sessions.store import new_id
-
     with store.write() as tx:
         _check_session(tx, subscriber_id)
         if to_session is not None:
@@ -111,8 +111,6 @@ def fan_out(
 def _event_info(
     session_id: str, turn_id: str, agent: str, event_id: int, outcome: dict[str, Any]
 ) -> EventInfo:
-    from turnkit.sessions.store import cut_utf8
-
     error = outcome.get("error")
     if error is not None:
         error, _ = cut_utf8(error, MAX_ERROR_BYTES)
@@ -131,9 +129,6 @@ def _event_info(
 
 
 def _deliver(store: Any, tx: Any, subscriber_id: str, event: EventInfo) -> None:
-    from turnkit.sessions.routing import accept
-    from turnkit.sessions.store import NewInput
-
     new = NewInput(
         "event",
         None,

@@ -18,12 +18,12 @@ import sqlalchemy as sa
 
 from turnkit.messages import Message, ToolResultBlock, ToolUseBlock
 from turnkit.sessions import schema as t
-from turnkit.sessions._db import dumps, now
+from turnkit.sessions._db import cut_utf8, dumps, now
 from turnkit.sessions.inputs import AgentInput
 from turnkit.sessions.present import input_message
 from turnkit.sessions.records import Question
 from turnkit.sessions.routing import hold_queued
-from turnkit.sessions.store import Store, Tx, cut_utf8
+from turnkit.sessions.store import Store, Tx
 
 __all__ = ["HISTORY_CACHE_SESSIONS", "Claim", "Progress", "Step", "TurnLog"]
 
