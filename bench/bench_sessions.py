@@ -62,6 +62,23 @@ async def drive(sessions: int, turns: int, one_turn: Any) -> dict[str, Any]:
     }
 
 
+async def launch_dbos(name: str, db: str) -> None:
+    """DBOS on ``db`` with the engine turnkit uses (WAL, synchronous=NORMAL)."""
+    from dbos import DBOS
+
+    from turnkit.sessions._db import Engines
+
+    engines = Engines(f"sqlite:///{db}")
+    config = {
+        "name": name,
+        "system_database_url": engines.url,
+        "system_database_engine": engines.dbos,
+        "log_level": "WARNING",
+    }
+    DBOS(config=config)  # type: ignore[arg-type]
+    await asyncio.to_thread(DBOS.launch)
+
+
 # -- turnkit -----------------------------------------------------------------
 
 
@@ -116,8 +133,6 @@ async def run_peer(db: str, sessions: int, turns: int, tool: bool) -> dict[str, 
     # still the documented one-line way to make an agent durable, as measured here.
     warnings.simplefilter("ignore", DeprecationWarning)
 
-    from turnkit.sessions._db import Engines
-
     first_call: dict[str, float] = {}
 
     def reply(messages: list[Any], info: AgentInfo) -> ModelResponse:
@@ -136,16 +151,7 @@ async def run_peer(db: str, sessions: int, turns: int, tool: bool) -> dict[str, 
         return f"order {order}: shipped"
 
     durable = DBOSAgent(agent)
-    engines = Engines(f"sqlite:///{db}")
-    DBOS(
-        config={
-            "name": "peer",
-            "system_database_url": engines.url,
-            "system_database_engine": engines.dbos,
-            "log_level": "WARNING",
-        }
-    )
-    await asyncio.to_thread(DBOS.launch)
+    await launch_dbos("peer", db)
     histories: dict[int, list[Any]] = {s: [] for s in range(sessions)}
 
     async def one_turn(session: int, i: int) -> tuple[float, float, float]:
@@ -169,8 +175,6 @@ async def run_peer(db: str, sessions: int, turns: int, tool: bool) -> dict[str, 
 async def run_floor(db: str, sessions: int, turns: int, tool: bool) -> dict[str, Any]:
     from dbos import DBOS, SetEnqueueOptions
 
-    from turnkit.sessions._db import Engines
-
     started: dict[str, float] = {}
 
     @DBOS.step()
@@ -190,16 +194,7 @@ async def run_floor(db: str, sessions: int, turns: int, tool: bool) -> dict[str,
             reply = await model_step(reply)
         return reply
 
-    engines = Engines(f"sqlite:///{db}")
-    DBOS(
-        config={
-            "name": "floor",
-            "system_database_url": engines.url,
-            "system_database_engine": engines.dbos,
-            "log_level": "WARNING",
-        }
-    )
-    await asyncio.to_thread(DBOS.launch)
+    await launch_dbos("floor", db)
     await DBOS.register_queue_async("floor", partition_concurrency=1, polling_interval_sec=POLL)
 
     async def one_turn(session: int, i: int) -> tuple[float, float, float]:

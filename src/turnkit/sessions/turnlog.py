@@ -40,7 +40,6 @@ class Claim:
     input: AgentInput
     history: tuple[Message, ...]  # the conversation up to and including this turn's input
     data: dict[str, Any]
-    stored: int  # messages this turn has stored so far, its input included
     resumed: bool  # claimed before (a replay after a crash): its steps may be recorded
 
 
@@ -142,7 +141,6 @@ class TurnLog:
             AgentInput.from_dict(json.loads(row.input)),
             tuple(history),
             json.loads(session.data),
-            len(own),
             resumed,
         )
 
