@@ -12,7 +12,7 @@ from standardwebhooks.webhooks import Webhook
 
 from turnkit.errors import WebhookNotFoundError, WebhookSignatureError
 from turnkit.sessions import App, InvalidInputError
-from turnkit.sessions.webhooks import verify_signature
+from turnkit.sessions.sources.webhooks import verify_signature
 from turnkit.testing import ScriptedModel
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -44,9 +44,9 @@ def webhook_app(db_url: str, **options: Any) -> App:
 
 
 async def count_inputs(app: App) -> int:
-    from turnkit.sessions import schema
+    from turnkit.sessions.db import schema
 
-    with app._core.store.read() as conn:
+    with app.runtime.store.read() as conn:
         return conn.execute(schema.inputs.select()).all().__len__()
 
 
@@ -139,9 +139,9 @@ async def test_bad_signatures_and_old_timestamps_store_nothing(db_url: str) -> N
         with pytest.raises(WebhookSignatureError):
             await app.deliver_webhook("github", tampered, b'{"action": "closed"}')
         assert await count_inputs(app) == 0
-        from turnkit.sessions import schema
+        from turnkit.sessions.db import schema
 
-        with app._core.store.read() as conn:
+        with app.runtime.store.read() as conn:
             assert conn.execute(schema.sessions.select()).all() == []
         with pytest.raises(WebhookNotFoundError):
             await app.deliver_webhook("gitlab", signed(body), body)
