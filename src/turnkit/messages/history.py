@@ -60,26 +60,27 @@ def normalize_tool_call_history(messages: Sequence[Message]) -> list[Message]:
     """
     messages = validate_messages(messages)
     out: list[Message] = []
+    count = len(messages)
     index = 0
-    while index < len(messages):
+    while index < count:
         message = messages[index]
-        calls = [b for b in message.content if type(b) is ToolUseBlock]
-        if message.role == "assistant" and calls:
-            following = messages[index + 1] if index + 1 < len(messages) else None
-            answer = following if following is not None and following.role == "user" else None
-            out.append(message)
-            out.append(_answer_calls(calls, answer))
-            index += 2 if answer is not None else 1
-            continue
-        if message.role == "user":
-            kept = tuple(b for b in message.content if type(b) is not ToolResultBlock)
-            if len(kept) != len(message.content):
-                if kept:
-                    out.append(message.clone(content=kept))
-                index += 1
-                continue
-        out.append(message)
         index += 1
+        kinds = tuple(map(type, message.content))
+        if message.role == "assistant":
+            if ToolUseBlock in kinds:
+                calls = [b for b in message.content if type(b) is ToolUseBlock]
+                following = messages[index] if index < count else None
+                answer = following if following is not None and following.role == "user" else None
+                out.append(message)
+                out.append(_answer_calls(calls, answer))
+                index += answer is not None
+                continue
+        elif ToolResultBlock in kinds:  # results with no call right before them
+            kept = tuple(b for b in message.content if type(b) is not ToolResultBlock)
+            if kept:
+                out.append(message.clone(content=kept))
+            continue
+        out.append(message)
     return out
 
 

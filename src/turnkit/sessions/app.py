@@ -290,13 +290,14 @@ class App(Definitions):
         id: str,
         agent: str,
         secret: str | bytes,
-        session_key: Callable[[Any], str] | None = None,
+        session_key: Callable[[Any], str] | str | None = None,
     ) -> None:
         """Accept Standard Webhooks deliveries at ``POST /webhooks/{id}`` as inputs of ``agent``.
 
-        ``secret`` is ``whsec_`` + base64 of the key. ``session_key(payload)``
-        names the session each delivery goes to; None sends all of them to one
-        session of this webhook.
+        ``secret`` is ``whsec_`` + base64 of the key. ``session_key`` names
+        the session each delivery goes to: a function of the payload that
+        returns its key, a string (one fixed session, as for ``schedule``),
+        or None (one session of this webhook).
         """
         from turnkit.sessions.sources.webhooks import define_webhook
 

@@ -64,7 +64,7 @@ class WebhookDef:
     id: str
     agent: str
     verifier: Any  # standardwebhooks.Webhook
-    session_key: Callable[[Any], str] | None
+    session_key: Callable[[Any], str] | str | None  # a function of the payload, or a fixed key
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -99,8 +99,17 @@ def define_webhook(
         verifier = Webhook(secret)
     except Exception as err:  # binascii.Error, EmptyWebhookSecretError, RuntimeError
         raise ValueError(f"{where}: secret is not base64 after 'whsec_' ({err})") from None
-    if session_key is not None and not callable(session_key):
-        raise ValueError(f"{where}: session_key must be a function of the payload, or None")
+    if isinstance(session_key, str):
+        try:
+            check.check_key(session_key, "session_key")
+        except InvalidInputError as err:
+            raise ValueError(f"{where}: {err}") from None
+    elif session_key is not None and not callable(session_key):
+        raise ValueError(
+            f"{where}: session_key must be a string (one session for every delivery), "
+            f"a function of the payload that returns the session's key, or None; "
+            f"got {type(session_key).__name__}"
+        )
     return WebhookDef(webhook_id, agent, verifier, session_key)  # type: ignore[arg-type]
 
 
@@ -167,6 +176,8 @@ def parse_body(body: bytes) -> Any:
 def _session_key(defn: WebhookDef, payload: Any) -> str:
     if defn.session_key is None:
         return f"webhook:{defn.id}"
+    if isinstance(defn.session_key, str):
+        return defn.session_key
     try:
         key = defn.session_key(payload)
     except Exception as err:
