@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -320,6 +321,34 @@ async def test_a_denial_through_continue_run_is_in_the_history() -> None:
     await agent.continue_run(approvals={"c2": Approval(False, reason="over the limit")})
     denied = results(agent.get_history()[2])[1]
     assert denied.is_error and "over the limit" in text(denied) and shop.refunds == []
+
+
+async def test_a_cancelled_resume_keeps_the_answer_with_the_running_call_interrupted() -> None:
+    started = asyncio.Event()
+
+    @tool(needs_approval=True)
+    async def deploy(target: str) -> str:
+        """Deploy, slowly."""
+        started.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    shop = Shop()
+    reply = calls(("c1", "lookup", {"order_id": "42"}), ("d1", "deploy", {"target": "prod"}))
+    model = ScriptedModel([reply])
+    agent = Agent(AgentConfig("ops", model=model, tools=[*shop.tools, deploy]))
+    await agent.prompt("Deploy")
+    partial = agent.get_history()[-1]
+    task = asyncio.create_task(agent.continue_run(approvals={"d1": True}))
+    await asyncio.wait_for(started.wait(), 10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    history = agent.get_history()
+    assert [m.role for m in history] == ["user", "assistant", "user"]
+    lookup, deployed = results(history[2])
+    assert lookup == ToolResultBlock("c1", "order 42: paid 50") and history[2].id == partial.id
+    assert deployed.is_error and "interrupted" in text(deployed)
 
 
 # -- streaming ----------------------------------------------------------------------
