@@ -417,3 +417,11 @@ def test_needs_approval_must_be_a_bool_or_a_function() -> None:
 def test_approval_names_are_exported_from_turnkit() -> None:
     assert turnkit.Approval is Approval and turnkit.ApprovalRequest is ApprovalRequest
     assert {"Approval", "ApprovalRequest"} <= set(turnkit.__all__)
+
+
+async def test_an_agent_with_a_backend_refuses_approvals_before_any_process_starts() -> None:
+    from turnkit.backends import ProcessBackend
+
+    agent = Agent(AgentConfig("ext", backend=ProcessBackend("definitely-not-a-command")))
+    with pytest.raises(NotImplementedError, match="approvals: agent 'ext' has an external backend"):
+        await agent.run("hi", approvals={})
