@@ -1,6 +1,14 @@
 """turnkit: LLM agents over structured, validated, immutable message histories."""
 
-from turnkit.agent import Agent, AgentConfig, RunContext, RunResult, StreamEvent
+from turnkit.agent import (
+    Agent,
+    AgentConfig,
+    Approval,
+    ApprovalRequest,
+    RunContext,
+    RunResult,
+    StreamEvent,
+)
 from turnkit.errors import (
     CostBudgetExceededError,
     ImagePolicyError,
@@ -88,6 +96,8 @@ __all__ = [
     "AgentConfig",
     "AgentInput",
     "App",
+    "Approval",
+    "ApprovalRequest",
     "Base64Source",
     "Budget",
     "CacheControl",
