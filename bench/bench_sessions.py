@@ -87,7 +87,8 @@ async def run_turnkit(db: str, sessions: int, turns: int, tool: bool) -> dict[st
     from turnkit.sessions import App
     from turnkit.testing import ScriptedModel
 
-    app = App(f"sqlite:///{db}", polling_interval=POLL)
+    # As many turns at once as the peer runs (it starts every run directly, unbounded).
+    app = App(f"sqlite:///{db}", polling_interval=POLL, max_running=max(8, sessions))
 
     @turnkit.tool
     def lookup(order: str) -> str:

@@ -6,6 +6,8 @@ MODE "tool": send one input whose turn calls a tool that records that it ran
 and then blocks; print the turn id and wait to be killed.
 MODE "sends": send ten inputs to one session, print their turn ids, and wait
 to be killed (the parent kills it as soon as the ids are printed).
+MODE "paused-start": send one input, and stop between its commit and the
+start of its session's runner (printing the runner id) until killed.
 """
 
 from __future__ import annotations
@@ -91,6 +93,14 @@ async def main(db: str, mode: str, idempotent: bool) -> None:
             receipt = await app.send(session.id, text="research this")
             print(json.dumps([receipt.turn_id]), flush=True)
             await asyncio.Event().wait()
+    if mode == "paused-start":  # the input commits, its runner never starts: then killed
+        from turnkit.sessions.runtime.dispatch import Dispatcher
+
+        def pause(runner_id: str) -> None:
+            print(json.dumps([runner_id]), flush=True)
+            threading.Event().wait()
+
+        Dispatcher.before_start = pause
     if mode == "tool":
         app = build(
             db, marker, idempotent, ScriptedModel([TOOL_CALL]), block=True, executor_id="child"

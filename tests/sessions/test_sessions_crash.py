@@ -143,3 +143,23 @@ async def test_a_waiting_subagent_call_gets_the_child_result_after_a_kill(db: Pa
     assert child_session.parent_id == turn.session_id
     assert [e.type for e in child_events].count("turn.started") == 1
     assert [e.type for e in child_events].count("input.received") == 1
+
+
+async def test_kill_between_an_inputs_commit_and_its_runners_start_runs_it_once(db: Path) -> None:
+    child = Child(db, "paused-start")
+    (runner_id,) = json.loads(child.line())
+    child.kill()  # the input is committed; DBOS never heard of its runner
+
+    model = ScriptedModel([lambda r: f"echo:{r.last_text}"] * 5)
+    app = build(str(db), db.with_suffix(".marker"), False, model, block=False, executor_id="child")
+    async with app:
+        session = await app.find_session("worker", "crash")
+        assert session is not None
+        events = await app.events(session.id)
+        (received,) = [e for e in events if e.type == "input.received"]
+        turn = await app.wait(received.turn_id, timeout=30)
+        events = await app.events(session.id)
+    assert runner_id.startswith(f"run-{session.id}-")
+    assert turn.status == "completed" and turn.output == "echo:m0"
+    assert [e.type for e in events].count("turn.started") == 1
+    assert len(model.requests) == 1  # the one input ran once

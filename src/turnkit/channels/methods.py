@@ -70,3 +70,8 @@ class ChannelMethods:
         if channel is None:
             return problem(404, f"no {provider!r} channel is configured on this App")
         return await channel.handle(self, headers, body)
+
+    def handle_channel_sync(self, provider: str, headers: Any, body: bytes) -> ChannelResponse:
+        from turnkit._sync import run_sync
+
+        return run_sync(self.handle_channel(provider, headers, body))

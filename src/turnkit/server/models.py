@@ -110,8 +110,32 @@ class TurnOut(BaseModel):
     ended_at: datetime | None
 
 
+def _event_shapes(schema: dict[str, Any]) -> None:
+    """Document each event type's ``data`` (from its one definition in sessions.model.events)."""
+    from pydantic import TypeAdapter
+
+    from turnkit.sessions.model.events import EVENT_TYPES
+
+    shapes = []
+    for name, cls in EVENT_TYPES.items():
+        shape = TypeAdapter(cls).json_schema()
+        shape["title"] = f"{cls.__name__} ({name})"
+        shape.pop("description", None)
+        shape["description"] = f"data of a {name!r} event: " + (cls.__doc__ or "").strip()
+        shapes.append(shape)
+    properties = schema["properties"]
+    properties["type"] = {"type": "string", "enum": list(EVENT_TYPES), "title": "Type"}
+    properties["data"] = {
+        "title": "Data",
+        "description": "the payload; its shape is the one listed for the event's type",
+        "anyOf": shapes,
+    }
+
+
 class EventOut(BaseModel):
     """One entry of a session's event log (``seq`` from 1, no gaps)."""
+
+    model_config = ConfigDict(json_schema_extra=_event_shapes)
 
     id: int
     seq: int

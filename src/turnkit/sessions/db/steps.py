@@ -44,6 +44,7 @@ class Claim:
     history: tuple[Message, ...]  # the conversation up to and including this turn's input
     data: dict[str, Any]
     resumed: bool  # claimed before (a replay after a crash): its steps may be recorded
+    runner_id: str  # the session's runner running it
 
 
 class PendingWrites:
@@ -97,19 +98,20 @@ class Journal:
     def claim(self, session_id: str, runner_id: str) -> Claim | None:
         """The turn runner ``runner_id`` is to run next (see :func:`.turns.claim_next`)."""
         with self.store.write() as tx:
-            claimed = turns.claim_next(tx, session_id, runner_id)
-            if claimed is None:
-                return None
-            row = claimed.row
-            if not claimed.resumed:
-                resume = None if row.resume is None else json.loads(row.resume)
-                agent_input = AgentInput.from_dict(json.loads(row.input))
-                self._add_message(
-                    tx, session_id, row.id, 0, input_message(agent_input, row.id, resume)
-                )
-            return self._claim(tx, row, claimed.resumed)
+            return self._claim_next(tx, session_id, runner_id)
 
-    def _claim(self, tx: Tx, row: Any, resumed: bool) -> Claim:
+    def _claim_next(self, tx: Tx, session_id: str, runner_id: str) -> Claim | None:
+        claimed = turns.claim_next(tx, session_id, runner_id)
+        if claimed is None:
+            return None
+        row = claimed.row
+        if not claimed.resumed:
+            resume = None if row.resume is None else json.loads(row.resume)
+            message = input_message(AgentInput.from_dict(json.loads(row.input)), row.id, resume)
+            self._add_message(tx, session_id, row.id, 0, message)
+        return self._claim(tx, row, claimed.resumed, runner_id)
+
+    def _claim(self, tx: Tx, row: Any, resumed: bool, runner_id: str) -> Claim:
         session = tx.execute(
             sa.select(t.sessions.c.agent, t.sessions.c.data).where(
                 t.sessions.c.id == row.session_id
@@ -127,6 +129,7 @@ class Journal:
             tuple(history),
             json.loads(session.data),
             resumed,
+            runner_id,
         )
 
     def _messages(self, tx: Tx, session_id: str) -> tuple[tuple[str, Message], ...]:
@@ -225,27 +228,30 @@ class Journal:
         )
         tx.emit(session_id, MessageAdded(wire), turn_id)
 
-    def finish(self, claim: Claim, ending: Ending, pending: PendingWrites | None = None) -> bool:
-        """End the turn with what it produced (once: False when it had already ended)."""
+    def finish(
+        self, claim: Claim, ending: Ending, pending: PendingWrites | None = None
+    ) -> Claim | None:
+        """End the turn with what it produced (once), and claim the runner's next turn
+        in the same transaction: that claim, or None when the runner is done."""
         with self.store.write() as tx:
-            if not _still_running(tx, claim):
-                return False
-            if pending is not None:
-                self._write(tx, claim.session_id, claim.turn_id, pending)
-            if ending.data_json is not None:
-                statement = t.sessions.update().where(t.sessions.c.id == claim.session_id)
-                tx.execute(statement.values(data=ending.data_json))
-            return turns.end_turn(
-                tx,
-                claim.session_id,
-                claim.turn_id,
-                ending.status,
-                output=ending.output,
-                error=ending.error,
-                reason=ending.reason,
-                usage=ending.usage,
-                output_data_json=ending.output_data_json,
-            )
+            if _still_running(tx, claim):
+                if pending is not None:
+                    self._write(tx, claim.session_id, claim.turn_id, pending)
+                if ending.data_json is not None:
+                    statement = t.sessions.update().where(t.sessions.c.id == claim.session_id)
+                    tx.execute(statement.values(data=ending.data_json))
+                turns.end_turn(
+                    tx,
+                    claim.session_id,
+                    claim.turn_id,
+                    ending.status,
+                    output=ending.output,
+                    error=ending.error,
+                    reason=ending.reason,
+                    usage=ending.usage,
+                    output_data_json=ending.output_data_json,
+                )
+            return self._claim_next(tx, claim.session_id, claim.runner_id)
 
     def finish_asking(
         self,
@@ -254,15 +260,14 @@ class Journal:
         resume: dict[str, Any],
         data_json: str,
         pending: PendingWrites,
-    ) -> bool:
-        """End the turn as asking ``question`` (see :func:`.turns.end_asking`)."""
+    ) -> Claim | None:
+        """End the turn as asking ``question`` (see :func:`.turns.end_asking`); the
+        runner's next claim, as :meth:`finish`."""
         with self.store.write() as tx:
-            if not _still_running(tx, claim):
-                return False
-            self._write(tx, claim.session_id, claim.turn_id, pending)
-            return turns.end_asking(
-                tx, claim.session_id, claim.turn_id, question, resume, data_json
-            )
+            if _still_running(tx, claim):
+                self._write(tx, claim.session_id, claim.turn_id, pending)
+                turns.end_asking(tx, claim.session_id, claim.turn_id, question, resume, data_json)
+            return self._claim_next(tx, claim.session_id, claim.runner_id)
 
 
 def _still_running(tx: Tx, claim: Claim) -> bool:

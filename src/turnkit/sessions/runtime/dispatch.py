@@ -28,7 +28,7 @@ import contextvars
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import sqlalchemy as sa
 from dbos import DBOS, DBOSClient, SetWorkflowID
@@ -80,6 +80,9 @@ def _quiet_cancellations() -> Iterator[None]:
 
 class Dispatcher:
     """Launches DBOS on the App's database and gives busy sessions their runners."""
+
+    # For crash tests only: called between an input's commit and its runner's start.
+    before_start: ClassVar[Callable[[str], None] | None] = None
 
     def __init__(
         self,
@@ -224,6 +227,8 @@ class Dispatcher:
             self._starting -= 1
 
     def _start(self, runner_id: str, session_id: str) -> None:
+        if Dispatcher.before_start is not None:
+            Dispatcher.before_start(runner_id)
         loop = self._loop
         if loop is None:  # stopping: the runner is found by the next launch's recovery
             self._unreserve()

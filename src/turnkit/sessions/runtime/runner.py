@@ -51,7 +51,8 @@ class TurnExecution:
         self.index = 0  # messages produced so far (the input is 0)
         self.held_results: list[ToolResultBlock] = []  # other results, held with a question
 
-    async def run(self) -> None:
+    async def run(self) -> Claim | None:
+        """Run the turn to its end; the runner's next claim (made with the end), or None."""
         turns = Turns(
             system=None,
             tools=self.model.tools,
@@ -73,10 +74,9 @@ class TurnExecution:
             if reason is None:
                 raise  # the process is stopping: the turn resumes at the next start
             asyncio.current_task().uncancel()  # type: ignore[union-attr]
-            await self._cancelled(state, reason)
-            return
+            return await self._cancelled(state, reason)
         self.worker.ending(self.claim.turn_id)  # a cancel from now on would cut the end short
-        await self._finish(state.result())
+        return await self._finish(state.result())
 
     def _produced(self, message: Message) -> None:
         model = self.model
@@ -91,32 +91,30 @@ class TurnExecution:
     def _write(self, fn: Callable[..., Any], *args: Any) -> Awaitable[Any]:
         return asyncio.to_thread(fn, *args)
 
-    async def _cancelled(self, state: RunState, reason: str) -> None:
+    async def _cancelled(self, state: RunState, reason: str) -> Claim | None:
         settled = state.settled()
         for index, message in enumerate(settled[self.index :], start=self.index + 1):
             self.pending.messages.append((index, message))
         ending = Ending(TurnState.CANCELLED, reason=reason)
-        await self._write(self.journal.finish, self.claim, ending, self.pending.take())
+        return await self._write(self.journal.finish, self.claim, ending, self.pending.take())
 
-    async def _finish(self, result: Any) -> None:
+    async def _finish(self, result: Any) -> Claim | None:
         claim, model = self.claim, self.model
         try:
             data_json = dumps(self.data)
         except (TypeError, ValueError) as err:
             error = f"use_session_data(): the session data is not JSON: {err}"
             ending = Ending(TurnState.FAILED, error=error, reason="invalid_session_data")
-            await self._write(self.journal.finish, claim, ending, self.pending.take())
-            return
+            return await self._write(self.journal.finish, claim, ending, self.pending.take())
         if model.asked is not None:
             resume = {
                 "call_id": model.ask_call,
                 "results": [block.to_dict() for block in self.held_results],
             }
             pending = self.pending.take()
-            await self._write(
+            return await self._write(
                 self.journal.finish_asking, claim, model.asked, resume, data_json, pending
             )
-            return
         if result.success:
             ending = Ending(
                 TurnState.COMPLETED,
@@ -133,7 +131,7 @@ class TurnExecution:
                 usage=dataclasses.asdict(result.usage),
                 data_json=data_json,
             )
-        await self._write(self.journal.finish, claim, ending, self.pending.take())
+        return await self._write(self.journal.finish, claim, ending, self.pending.take())
 
     async def _run_tool(self, call: ToolUseBlock, tools: Any) -> ToolResultBlock:
         claim, journal = self.claim, self.journal
@@ -218,14 +216,16 @@ class TurnWorker:
             task.cancel()
 
     async def run_session(self, runner_id: str, session_id: str) -> None:
-        """The body of a session's runner: claim its turns one by one and run each."""
-        while True:
-            claim = await asyncio.to_thread(self.journal.claim, session_id, runner_id)
-            if claim is None:
-                return
-            await self._run_turn(claim)
+        """The body of a session's runner: claim its turns one by one and run each.
 
-    async def _run_turn(self, claim: Claim) -> None:
+        Each turn's end claims the next one in the same transaction, so a busy
+        session costs no extra write between its turns.
+        """
+        claim = await asyncio.to_thread(self.journal.claim, session_id, runner_id)
+        while claim is not None:
+            claim = await self._run_turn(claim)
+
+    async def _run_turn(self, claim: Claim) -> Claim | None:
         task = asyncio.current_task()
         assert task is not None
         with self._lock:
@@ -235,9 +235,8 @@ class TurnWorker:
             if agent is None:
                 error = f"agent {claim.agent!r} is not defined in the App running this turn"
                 ending = Ending(TurnState.FAILED, error=error, reason="unknown_agent")
-                await asyncio.to_thread(self.journal.finish, claim, ending)
-                return
-            await TurnExecution(self, claim, agent).run()
+                return await asyncio.to_thread(self.journal.finish, claim, ending)
+            return await TurnExecution(self, claim, agent).run()
         finally:
             with self._lock:
                 self._tasks.pop(claim.turn_id, None)

@@ -1,0 +1,112 @@
+"""The engine's shape: one owner of a turn's life, turns that start at once, light imports,
+sync twins for every coroutine."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import subprocess
+import sys
+import threading
+
+import turnkit
+from turnkit.sessions import App
+from turnkit.testing import ScriptedModel
+
+
+def echo_app(url: str, **options: object) -> App:
+    app = App(url, **options)
+
+    @app.agent("echo", model=ScriptedModel([lambda r: f"echo:{r.last_text}"] * 1000))
+    def echo() -> str:
+        return "Echo."
+
+    return app
+
+
+async def test_end_session_racing_a_claim_never_runs_a_cancelled_turn(postgres_url: str) -> None:
+    app = echo_app(postgres_url)
+    async with app:
+        for round_ in range(200):
+            session = await app.create_session("echo")
+            receipt = await app.send(session.id, text=f"r{round_}")  # its runner starts now
+            await app.end_session(session.id)  # ...racing the runner's claim
+            turn = await app.wait(receipt.turn_id, timeout=10)
+            events = await app.events(session.id)
+            kinds = [e.type for e in events if e.turn_id == receipt.turn_id]
+            assert turn.status in ("cancelled", "completed"), (round_, turn.status)
+            if "turn.cancelled" in kinds:
+                assert "turn.started" not in kinds[kinds.index("turn.cancelled") :], kinds
+            assert kinds.count("turn.started") <= 1 and kinds[-1].startswith("turn."), kinds
+            assert await asyncio.to_thread(app.runtime.store.running_turns, session.id) == []
+            assert (await app.get_session(session.id)).status == "ended"
+
+
+async def test_turns_start_at_once_without_waiting_for_a_queue_poll(db_url: str) -> None:
+    app = echo_app(db_url, polling_interval=60.0)  # a turn waiting for a poll would time out
+    async with app:
+        sessions = [await app.create_session("echo") for _ in range(3)]
+        receipts = [await app.send(s.id, text=f"m{i}") for s in sessions for i in range(3)]
+        turns = [await app.wait(r.turn_id, timeout=10) for r in receipts]
+    assert [t.output for t in turns] == [f"echo:m{i}" for _ in sessions for i in range(3)]
+
+
+async def test_a_full_process_leaves_the_rest_to_the_queue(db_url: str) -> None:
+    release = threading.Event()  # turns run on the engine's own loop: a thread-safe event
+    started: list[str] = []
+
+    async def slow(request: object) -> str:
+        started.append(request.last_text)  # type: ignore[attr-defined]
+        await asyncio.to_thread(release.wait, 10)
+        return "done"
+
+    app = App(db_url, max_running=1)
+
+    @app.agent("slow", model=ScriptedModel([slow] * 3))
+    def agent() -> str:
+        return "Slow."
+
+    async with app:
+        first, second = [await app.create_session("slow") for _ in range(2)]
+        a = await app.send(first.id, text="a")
+        b = await app.send(second.id, text="b")  # no free slot: queued for a poll
+        while not started:
+            await asyncio.sleep(0.01)
+        assert started == ["a"]
+        release.set()
+        turns = [await app.wait(r.turn_id, timeout=10) for r in (a, b)]
+    assert [t.status for t in turns] == ["completed", "completed"]
+
+
+def test_the_hooks_and_records_load_neither_sqlalchemy_nor_dbos() -> None:
+    code = (
+        "import sys, turnkit\n"
+        "turnkit.use_input, turnkit.AgentInput, turnkit.subagent, turnkit.use_tool\n"
+        "import turnkit.sessions\n"
+        "turnkit.sessions.Turn, turnkit.sessions.Receipt\n"
+        "print(sorted(m for m in ('sqlalchemy', 'dbos') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_every_public_coroutine_of_the_app_has_a_sync_twin_with_its_signature() -> None:
+    coroutines = {
+        name: member
+        for name, member in inspect.getmembers(turnkit.App, inspect.iscoroutinefunction)
+        if not name.startswith("_")
+    }
+    assert {"send", "wait", "create_session", "get_turn", "find_session"} <= set(coroutines)
+    for name, coroutine in coroutines.items():
+        twin = getattr(turnkit.App, f"{name}_sync", None)
+        assert twin is not None, f"App.{name} has no {name}_sync"
+        expected = inspect.signature(coroutine)
+        assert inspect.signature(twin).parameters == expected.parameters, name
+
+
+async def test_the_server_route_answers_201_then_200_from_one_get_or_create(db_url: str) -> None:
+    app = echo_app(db_url)
+    async with app:
+        first, created = await app.open_session("echo", key="k")
+        again, created_again = await app.open_session("echo", key="k")
+    assert created and not created_again and again.id == first.id
