@@ -164,3 +164,16 @@ def test_without_a_key_only_loopback_may_be_bound() -> None:
         with pytest.raises(ValueError, match=f"refusing to listen on {host} without an API key"):
             check_bind(host, None)
         check_bind(host, "a-key")
+
+
+def test_openapi_documents_the_data_of_each_event_type(db_url: str) -> None:
+    from turnkit.sessions.model.events import EVENT_TYPES
+
+    with serving(echo_app(db_url)) as base:
+        document = httpx2.get(f"{base}/openapi.json").json()
+    schema = document["components"]["schemas"]["EventOut"]
+    assert schema["properties"]["type"]["enum"] == list(EVENT_TYPES)
+    shapes = {s["title"]: s for s in schema["properties"]["data"]["anyOf"]}
+    asked = shapes["QuestionAsked (question.asked)"]
+    assert set(asked["properties"]) == {"question_id", "question", "options", "approvals"}
+    assert "is_error" in shapes["ToolFinished (tool.finished)"]["properties"]
