@@ -52,6 +52,10 @@ async def test_turns_start_at_once_without_waiting_for_a_queue_poll(db_url: str)
 
 
 async def test_a_full_process_leaves_the_rest_to_the_queue(db_url: str) -> None:
+    from dbos import DBOS
+
+    from turnkit.sessions.runtime.dispatch import QUEUE
+
     release = threading.Event()  # turns run on the engine's own loop: a thread-safe event
     started: list[str] = []
 
@@ -68,14 +72,17 @@ async def test_a_full_process_leaves_the_rest_to_the_queue(db_url: str) -> None:
 
     async with app:
         first, second = [await app.create_session("slow") for _ in range(2)]
-        a = await app.send(first.id, text="a")
-        b = await app.send(second.id, text="b")  # no free slot: queued for a poll
+        a = await app.send(first.id, text="a")  # the one slot: started at once
+        b = await app.send(second.id, text="b")  # no free slot: its runner is enqueued
         while not started:
             await asyncio.sleep(0.01)
-        assert started == ["a"]
         release.set()
         turns = [await app.wait(r.turn_id, timeout=10) for r in (a, b)]
+        queued = await asyncio.to_thread(DBOS.list_workflows, queue_name=QUEUE)
     assert [t.status for t in turns] == ["completed", "completed"]
+    runners = [w.workflow_id for w in queued]
+    assert [r for r in runners if r.startswith(f"run-{second.id}-")]
+    assert not [r for r in runners if r.startswith(f"run-{first.id}-")]
 
 
 def test_the_hooks_and_records_load_neither_sqlalchemy_nor_dbos() -> None:
