@@ -71,8 +71,10 @@ class ScriptedModel(Model):
         *,
         name: str = "scripted",
         structured_output: bool = False,
+        context_window: int | None = None,
     ) -> None:
         self.name = name
+        self.context_window = context_window
         self.structured_output = structured_output
         self.replies: list[Reply] = list(replies)
         self.requests: list[ScriptedRequest] = []
