@@ -79,6 +79,7 @@ class Agent:
             output=_output_type(config, tools),
             output_retries=config.output_retries,
         )
+        self._turns.prepare(self._history)
         self._model: Model | None = None
         import threading  # here, not at the top: it keeps `import turnkit` lighter
 
