@@ -1,7 +1,9 @@
 """turnkit: LLM agents over structured, validated, immutable message histories."""
 
 from turnkit.agent import Agent, AgentConfig, RunContext, RunResult, StreamEvent
+from turnkit.agent.compaction import Compaction, compact
 from turnkit.errors import (
+    ContextTooLongError,
     CostBudgetExceededError,
     ImagePolicyError,
     InvalidMessageError,
@@ -91,6 +93,8 @@ __all__ = [
     "Base64Source",
     "Budget",
     "CacheControl",
+    "Compaction",
+    "ContextTooLongError",
     "CostBudgetExceededError",
     "FileBlock",
     "ImageBlock",
@@ -127,6 +131,7 @@ __all__ = [
     "UnsupportedContentError",
     "UrlSource",
     "collapse_for_llm",
+    "compact",
     "default_convert_to_llm",
     "message_text_body",
     "normalize_tool_call_history",

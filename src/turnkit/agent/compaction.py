@@ -28,6 +28,7 @@ from turnkit.messages import (
     ImageBlock,
     Message,
     TextBlock,
+    ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
     collapse_for_llm,
@@ -186,8 +187,8 @@ def cut_index(messages: Sequence[Message], keep_last: int) -> int:
     """The index of the first message kept when all but ``keep_last`` are summarised.
 
     The cut moves earlier (keeping more) rather than split what belongs
-    together: a tool call from its result, or one reply in several assistant
-    messages (its thinking apart from its text). 0: nothing can be summarised.
+    together: a tool call from its result, or a reply from the assistant
+    message of thinking alone right before it. 0: nothing can be summarised.
     """
     cut = max(0, len(messages) - keep_last)
     while 0 < cut < len(messages) and _together(messages[cut - 1], messages[cut]):
@@ -198,8 +199,8 @@ def cut_index(messages: Sequence[Message], keep_last: int) -> int:
 def _together(before: Message, after: Message) -> bool:
     if before.role != "assistant":
         return False
-    if after.role == "assistant":
-        return True
+    if after.role == "assistant":  # a reply in parts: its thinking, then the rest
+        return bool(before.content) and all(type(b) is ThinkingBlock for b in before.content)
     calls = {b.id for b in before.content if type(b) is ToolUseBlock}
     return bool(calls) and any(
         type(b) is ToolResultBlock and b.tool_use_id in calls for b in after.content
