@@ -122,7 +122,7 @@ async def test_a_second_compaction_summarises_the_first_summary_and_what_followe
 
     assert second[1:] == longer[-2:]
     text = summariser.requests[1].messages[0].text
-    assert "Summary of the conversation before this point:\nFirst summary." in text
+    assert "Summary of the conversation before this point: First summary." in text
     assert "question 4" in text and "question 0" not in text
     # the first stood for 6 messages; the second for those and 6 more
     assert (first[0].metadata["replaced"], second[0].metadata["replaced"]) == (6, 12)
@@ -244,3 +244,10 @@ async def test_a_failing_summariser_raises_when_the_conversation_is_too_long() -
     assert caught.value.context_window == 10
     assert caught.value.tokens == estimate_tokens(messages)
     assert "no text" in caught.value.cause
+
+
+async def test_a_summary_is_at_most_a_quarter_of_max_tokens() -> None:
+    summariser = ScriptedModel(["S."])
+    long = [Message.user("x" * 4000), Message.assistant("y"), Message.user("z")]
+    await plan_compaction(long, Compaction(1000, keep_last=2), summariser)
+    assert summariser.requests[0].settings.max_output_tokens == 250

@@ -35,7 +35,7 @@ from turnkit.messages import (
     message_text_body,
     validate_messages,
 )
-from turnkit.providers.base import Model, ModelRequest, Usage
+from turnkit.providers.base import Model, ModelRequest, ModelSettings, Usage
 
 __all__ = [
     "DEFAULT_INSTRUCTIONS",
@@ -50,10 +50,9 @@ __all__ = [
 ]
 
 DEFAULT_INSTRUCTIONS = (
-    "You summarise a conversation between a user and an AI assistant, so that the "
-    "assistant can go on without the original messages. Keep what the user wants, "
-    "decisions made, facts, names, numbers and tool results that matter, and what is "
-    "still open. Write short plain sentences, without a preamble."
+    "Summarise the conversation you are given in a few sentences, so that the "
+    "assistant can go on without it. Keep names, facts, numbers, decisions, tool "
+    "results that matter and what is still open."
 )
 """The summariser's system text when ``Compaction.instructions`` is None."""
 
@@ -75,6 +74,9 @@ class Compaction:
       agent's own model.
     - ``instructions``: the summariser's system text, replacing
       :data:`DEFAULT_INSTRUCTIONS`.
+
+    A summary may be at most a quarter of ``max_tokens`` long (64 to 4,096
+    tokens), so that what follows a compaction is well under ``max_tokens``.
 
     >>> Compaction(max_tokens=150_000, keep_last=10)
     Compaction(max_tokens=150000, keep_last=10, model=None, instructions=None)
@@ -238,7 +240,8 @@ async def plan_compaction(
             )
         if summariser is None:
             summariser = summariser_for(compaction, model)
-        text = await summarise(view[:cut], summariser, compaction.instructions)
+        limit = min(4096, max(64, compaction.max_tokens // 4))
+        text = await summarise(view[:cut], summariser, compaction.instructions, limit)
     except Exception as err:
         failure = str(err) if isinstance(err, _NothingToSummarise) else _why(err)
         window = model.context_window
@@ -274,16 +277,22 @@ def summariser_for(compaction: Compaction, model: Model) -> Model:
 
 
 async def summarise(
-    messages: Sequence[Message], model: Model, instructions: str | None = None
+    messages: Sequence[Message],
+    model: Model,
+    instructions: str | None = None,
+    max_output_tokens: int | None = None,
 ) -> str:
     """The summary ``model`` writes of ``messages``; raises if it writes none.
 
     The request is one user message holding the messages as text (an
     earlier summary first, images and files as a mention), with
-    ``instructions`` (default :data:`DEFAULT_INSTRUCTIONS`) as its system text.
+    ``instructions`` (default :data:`DEFAULT_INSTRUCTIONS`) as its system text,
+    and ``max_output_tokens`` (None: the model's default) as its length limit.
     """
     request = ModelRequest(
-        (Message.user(transcript(messages)),), instructions or DEFAULT_INSTRUCTIONS
+        (Message.user(transcript(messages)),),
+        instructions or DEFAULT_INSTRUCTIONS,
+        settings=ModelSettings(max_output_tokens=max_output_tokens),
     )
     response = await model.request(request)
     text = response.text.strip()
@@ -297,7 +306,9 @@ def transcript(messages: Sequence[Message]) -> str:
 
     Thinking is left out (a model's private reasoning, not the conversation)
     and so are ``custom`` messages (no model saw them); an image becomes
-    ``[image] <url or media type>``.
+    ``[image] <url or media type>``. One line starts each message
+    (``User: ...``), and the request comes after the conversation: even the
+    embedded 135M model then summarises instead of going on with the talk.
     """
     parts = []
     for message in messages:
@@ -308,9 +319,12 @@ def transcript(messages: Sequence[Message]) -> str:
             body = "\n".join(b.text for b in message.content if type(b) is TextBlock)
         else:
             label, body = message.role.capitalize(), message_text_body(collapse_for_llm(message))
-        parts.append(f"{label}:\n{body}")
-    conversation = "\n\n".join(parts)
-    return f"<conversation>\n{conversation}\n</conversation>\n\nSummarise the conversation above."
+        parts.append(f"{label}: {body}")
+    conversation = "\n".join(parts)
+    return (
+        f"<conversation>\n{conversation}\n</conversation>\n\n"
+        "Summarise the conversation above in a few sentences."
+    )
 
 
 def compaction_message(
