@@ -16,7 +16,10 @@ Agents and histories are built outside the timer. Each cell is the median
 over N repeats of the mean per-turn time of the 20 turns. "growth" is a
 framework's per-turn time at N over its time at the smallest N (turnkit's
 target: at most 3x at 3,200 messages); "vs faster" is the faster peer's
-time over turnkit's (higher is better for turnkit).
+time over turnkit's (higher is better for turnkit). A second table splits
+turnkit's turns: the first one pays for its scripted model reading the
+whole history once (the agent converted its configured history when it was
+built); later turns convert only what is new.
 """
 
 from __future__ import annotations
@@ -49,7 +52,8 @@ Case = Callable[[int], Callable[[], Awaitable[None]]]
 """Given N, builds one conversation (outside the timer) and returns its 20 timed turns."""
 
 
-def turnkit_case(size: int) -> Callable[[], Awaitable[None]]:
+def turnkit_case(size: int, times: list[float] | None = None) -> Callable[[], Awaitable[None]]:
+    """``times``, when given, gets the duration of each turn."""
     import turnkit
     from turnkit.testing import ScriptedModel
 
@@ -61,11 +65,26 @@ def turnkit_case(size: int) -> Callable[[], Awaitable[None]]:
 
     async def turns() -> None:
         for i in range(TURNS):
+            start = time.perf_counter()
             result = await agent.prompt(user_text(size + i))
+            if times is not None:
+                times.append(time.perf_counter() - start)
             assert result.success
         assert len(agent.get_history()) == size + 2 * TURNS
 
     return turns
+
+
+async def turnkit_first_and_later(size: int, repeat: int) -> tuple[float, float]:
+    """Median microseconds of turnkit's first turn (its scripted model meets
+    the history for the first time) and of each later turn."""
+    firsts, laters = [], []
+    for _ in range(repeat):
+        times: list[float] = []
+        await turnkit_case(size, times)()
+        firsts.append(times[0])
+        laters.append(statistics.mean(times[1:]))
+    return statistics.median(firsts) * 1e6, statistics.median(laters) * 1e6
 
 
 def pydantic_ai_case(size: int) -> Callable[[], Awaitable[None]]:
@@ -149,6 +168,7 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
     results = asyncio.run(measure(sizes, args.repeat))
+    split = [asyncio.run(turnkit_first_and_later(size, 15)) for size in sizes]
     ours, pai, oai = results["turnkit"], results["pydantic-ai"], results["openai-agents"]
     print(
         f"{'history':>8}{'turnkit us':>12}{'growth':>8}{'pydantic-ai':>13}{'growth':>8}"
@@ -161,6 +181,11 @@ def main() -> None:
             f"{oai[index]:>15.0f}{oai[index] / oai[0]:>7.1f}x"
             f"{min(pai[index], oai[index]) / ours[index]:>10.1f}x"
         )
+    print()
+    print(f"{'history':>8}{'turnkit first turn us':>23}{'each later turn us':>20}{'growth':>8}")
+    for index, size in enumerate(sizes):
+        first, later = split[index]
+        print(f"{size:>8}{first:>23.0f}{later:>20.0f}{later / split[0][1]:>7.1f}x")
 
 
 if __name__ == "__main__":

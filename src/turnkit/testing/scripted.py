@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from turnkit._sync import maybe_await
@@ -183,22 +184,30 @@ class _Seen:
 def _seen_of(messages: tuple[Message, ...], provider: str, model: str, mode: Any) -> _Seen:
     """``hoist_system`` and ``replay_thinking`` of the rules, message by message,
     and the characters of what is left."""
-    system, rest, chars, thinking = [], [], 0, False
-    for message in messages:
+    system: tuple[str, ...] = ()
+    rest: tuple[Message, ...] | None = None  # None: ``messages`` as they are
+    if "system" in set(map(_ROLE, messages)):
+        system = tuple(
+            "\n".join(b.text for b in m.content if isinstance(b, TextBlock))
+            for m in messages
+            if m.role == "system"
+        )
+        rest = tuple(m for m in messages if m.role != "system")
+    chars, thinking = 0, False
+    for message in messages if rest is None else rest:
         content = message.content
-        if message.role == "system":
-            system.append("\n".join(b.text for b in content if isinstance(b, TextBlock)))
-            continue
-        rest.append(message)
         if len(content) == 1 and type(content[0]) is TextBlock:
             chars += len(content[0].text)  # message_text_body's length, without building it
         else:
             thinking = thinking or ThinkingBlock in set(map(type, content))
             chars += len(message_text_body(message))
     if not thinking:
-        return _Seen(tuple(system), None if not system else tuple(rest), chars)
-    replayed = replay_thinking(rest, provider, model, mode)
-    return _Seen(tuple(system), replayed, sum(len(message_text_body(m)) for m in replayed))
+        return _Seen(system, rest, chars)
+    replayed = replay_thinking(messages if rest is None else rest, provider, model, mode)
+    return _Seen(system, replayed, sum(len(message_text_body(m)) for m in replayed))
+
+
+_ROLE = attrgetter("role")
 
 
 def _tokens_of(message: Message) -> int:
