@@ -10,6 +10,9 @@ around a model call:
 
 - single turn: ``run("...")`` answered with text;
 - one tool call: the model calls ``add(a, b)``, the tool runs, the model answers;
+- one sync tool call: the same with ``add`` a plain function, which each
+  framework runs off the event loop in a worker thread (turnkit: a reused
+  daemon thread; the peers: ``asyncio.to_thread`` / anyio's thread pool);
 - 25-turn conversation: 25 ``prompt()`` calls on one agent, history carried
   over (pydantic-ai: ``message_history``; openai-agents: ``to_input_list()``).
 
@@ -47,6 +50,11 @@ def turnkit_cases() -> dict[str, Callable[[], Callable[[], Awaitable[Any]]]]:
         """Add two integers."""
         return a + b
 
+    @turnkit.tool(name="add")
+    def add_sync(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
     call = turnkit.Message.assistant(turnkit.ToolUseBlock("call_1", "add", {"a": 2, "b": 3}))
 
     def agent(replies: list[Any], tools: list[Any] | None = None) -> turnkit.Agent:
@@ -61,6 +69,10 @@ def turnkit_cases() -> dict[str, Callable[[], Callable[[], Awaitable[Any]]]]:
         built = agent([call, "It is 5."], [add])
         return lambda: built.run("What is 2+3?")
 
+    def sync_tool_call() -> Callable[[], Awaitable[Any]]:
+        built = agent([call, "It is 5."], [add_sync])
+        return lambda: built.run("What is 2+3?")
+
     def conversation() -> Callable[[], Awaitable[Any]]:
         built = agent([f"Reply {i}." for i in range(TURNS)])
 
@@ -72,7 +84,12 @@ def turnkit_cases() -> dict[str, Callable[[], Callable[[], Awaitable[Any]]]]:
 
         return talk
 
-    return {"single turn": single, "one tool call": tool_call, "25-turn prompt()": conversation}
+    return {
+        "single turn": single,
+        "one tool call": tool_call,
+        "one sync tool call": sync_tool_call,
+        "25-turn prompt()": conversation,
+    }
 
 
 # -- pydantic-ai -------------------------------------------------------------
@@ -93,9 +110,15 @@ def pydantic_ai_cases() -> dict[str, Callable[[], Callable[[], Awaitable[Any]]]]
 
     plain = Agent(FunctionModel(answer))
     with_tool = Agent(FunctionModel(tool_then_answer))
+    with_sync_tool = Agent(FunctionModel(tool_then_answer))
 
     @with_tool.tool_plain
     async def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    @with_sync_tool.tool_plain(name="add")
+    def add_sync(a: int, b: int) -> int:
         """Add two integers."""
         return a + b
 
@@ -109,6 +132,7 @@ def pydantic_ai_cases() -> dict[str, Callable[[], Callable[[], Awaitable[Any]]]]
     return {
         "single turn": lambda: lambda: plain.run("Question?"),
         "one tool call": lambda: lambda: with_tool.run("What is 2+3?"),
+        "one sync tool call": lambda: lambda: with_sync_tool.run("What is 2+3?"),
         "25-turn prompt()": lambda: talk,
     }
 
@@ -172,8 +196,14 @@ def openai_agents_cases() -> dict[str, Callable[[], Callable[[], Awaitable[Any]]
         """Add two integers."""
         return a + b
 
+    @function_tool(name_override="add")
+    def add_sync(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
     plain = Agent(name="bench", model=openai_agents_model())
     with_tool = Agent(name="bench", model=openai_agents_model(), tools=[add])
+    with_sync_tool = Agent(name="bench", model=openai_agents_model(), tools=[add_sync])
 
     async def talk() -> None:
         history: list[Any] = []
@@ -185,6 +215,7 @@ def openai_agents_cases() -> dict[str, Callable[[], Callable[[], Awaitable[Any]]
     return {
         "single turn": lambda: lambda: Runner.run(plain, "Question?"),
         "one tool call": lambda: lambda: Runner.run(with_tool, "What is 2+3?"),
+        "one sync tool call": lambda: lambda: Runner.run(with_sync_tool, "What is 2+3?"),
         "25-turn prompt()": lambda: talk,
     }
 

@@ -66,7 +66,7 @@ async def launch_dbos(name: str, db: str) -> None:
     """DBOS on ``db`` with the engine turnkit uses (WAL, synchronous=NORMAL)."""
     from dbos import DBOS
 
-    from turnkit.sessions._db import Engines
+    from turnkit.sessions.db.engines import Databases as Engines
 
     engines = Engines(f"sqlite:///{db}")
     config = {

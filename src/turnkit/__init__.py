@@ -1,6 +1,14 @@
 """turnkit: LLM agents over structured, validated, immutable message histories."""
 
-from turnkit.agent import Agent, AgentConfig, RunContext, RunResult, StreamEvent
+from turnkit.agent import (
+    Agent,
+    AgentConfig,
+    Approval,
+    ApprovalRequest,
+    RunContext,
+    RunResult,
+    StreamEvent,
+)
 from turnkit.agent.compaction import Compaction, compact
 from turnkit.errors import (
     ContextTooLongError,
@@ -90,6 +98,8 @@ __all__ = [
     "AgentConfig",
     "AgentInput",
     "App",
+    "Approval",
+    "ApprovalRequest",
     "Base64Source",
     "Budget",
     "CacheControl",

@@ -88,6 +88,11 @@ class LoopThread:
         self.stop_nowait()
         await asyncio.to_thread(self._thread.join, 5.0)
 
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the loop (its tasks are cancelled) and wait for the thread; blocking."""
+        self.stop_nowait()
+        self._thread.join(timeout)
+
     def stop_nowait(self, cleanup: Coroutine[Any, Any, Any] | None = None) -> None:
         """Run ``cleanup`` there (errors ignored), then stop; from anywhere.
 

@@ -5,8 +5,9 @@
 - :func:`maybe_await`: a user callback's return value, awaited if it is
   awaitable (callbacks may be sync or async).
 - :func:`call_sync_or_async`: call a user function the way turnkit always
-  does: await an async one, run a sync one in a daemon worker thread so it
-  never blocks the event loop, and one that never returns can be abandoned.
+  does: await an async one, run a sync one in a daemon worker thread (reused
+  from call to call) so it never blocks the event loop, and one that never
+  returns can be abandoned.
 
 ``asyncio`` and ``inspect`` are imported inside the functions: loading them
 at import time costs ``import turnkit`` tens of milliseconds.
@@ -76,17 +77,18 @@ async def call_sync_or_async(fn: Callable[..., Any], /, *args: Any, **kwargs: An
 
 
 async def run_in_thread(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-    """``fn(*args, **kwargs)`` in a new daemon thread, with this context's variables.
+    """``fn(*args, **kwargs)`` in a daemon worker thread, with this context's variables.
 
     Unlike ``asyncio.to_thread`` this never uses the loop's default executor,
     which ``asyncio.run`` joins at exit: a function that never returns can be
     abandoned (cancel the awaiting task, e.g. with a timeout) and neither the
-    loop nor the interpreter waits for it.
+    loop nor the interpreter waits for it. Worker threads are reused (one
+    hand-over each way per call, no thread start): an abandoned call keeps
+    its thread, and the next call gets another.
     """
     import asyncio
     import contextlib
     import contextvars
-    import threading
 
     loop = asyncio.get_running_loop()
     future: asyncio.Future[T] = loop.create_future()
@@ -100,14 +102,84 @@ async def run_in_thread(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T
         else:
             future.set_exception(outcome)
 
-    def work() -> None:
+    def work() -> Callable[[], None]:
         try:
             outcome, ok = context.run(fn, *args, **kwargs), True
         except BaseException as err:  # handed to the awaiting task, as to_thread does
             outcome, ok = err, False
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
-            loop.call_soon_threadsafe(settle, ok, outcome)
 
-    name = f"turnkit-worker-{getattr(fn, '__name__', 'fn')}"
-    threading.Thread(target=work, name=name, daemon=True).start()
+        def hand_back() -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                loop.call_soon_threadsafe(settle, ok, outcome)
+
+        return hand_back
+
+    _workers().submit(work)
     return await future
+
+
+class _Workers:
+    """Daemon threads that run jobs one at a time and wait for the next.
+
+    A job goes to an idle worker when there is one, else to a new thread;
+    a worker idle for ``idle_s`` ends. The count of idle workers is kept
+    under a lock, so every job queued has a worker that will take it. A job
+    returns what hands its outcome back, which runs once its worker counts
+    as idle again: a caller woken by it finds the worker free.
+    """
+
+    def __init__(self, idle_s: float = 60.0) -> None:
+        import queue
+        import threading
+
+        self._jobs: queue.SimpleQueue[Callable[[], Callable[[], None]]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+        self._idle_s = idle_s
+
+    def submit(self, job: Callable[[], Callable[[], None]]) -> None:
+        with self._lock:
+            start = self._idle == 0
+            if not start:
+                self._idle -= 1  # that worker is now promised this job
+        self._jobs.put(job)
+        if start:
+            import threading
+
+            threading.Thread(target=self._serve, name="turnkit-worker", daemon=True).start()
+
+    def _serve(self) -> None:
+        import queue
+
+        while True:
+            try:
+                job = self._jobs.get(timeout=self._idle_s)
+            except queue.Empty:
+                with self._lock:
+                    if self._idle > 0:  # no job was promised to an idle worker: end
+                        self._idle -= 1
+                        return
+                continue  # a job is on its way to this worker
+            hand_back = job()
+            with self._lock:
+                self._idle += 1
+            hand_back()
+            del job, hand_back  # nothing of a finished call is kept alive
+
+
+_pool: _Workers | None = None
+
+
+def _workers() -> _Workers:
+    global _pool
+    if _pool is None:
+        import os
+
+        _pool = _Workers()
+        os.register_at_fork(after_in_child=_forget_workers)  # their threads are not in a child
+    return _pool
+
+
+def _forget_workers() -> None:
+    global _pool
+    _pool = None

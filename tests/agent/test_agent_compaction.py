@@ -12,6 +12,7 @@ from turnkit import (
     Compaction,
     ContextTooLongError,
     Message,
+    ToolResultBlock,
     ToolUseBlock,
     default_convert_to_llm,
     tool,
@@ -168,3 +169,64 @@ def test_compaction_with_a_backend_is_refused() -> None:
     backend = ProcessBackend(["cat"])
     with pytest.raises(ValueError, match=r"AgentConfig\.compaction"):
         Agent(AgentConfig("a", backend=backend, compaction=Compaction(100)))
+
+
+async def test_a_compacted_prompt_stops_for_approval_and_continues_with_approvals() -> None:
+    refunds: list[str] = []
+
+    @tool(needs_approval=True)
+    def refund(order_id: str) -> str:
+        """Refund an order."""
+        refunds.append(order_id)
+        return f"refunded {order_id}"
+
+    @tool
+    def lookup(order_id: str) -> str:
+        """Look an order up."""
+        return f"order {order_id}: paid 50"
+
+    asking = Message.assistant(
+        ToolUseBlock("c1", "lookup", {"order_id": "42"}),
+        ToolUseBlock("c2", "refund", {"order_id": "42"}),
+    )
+    summariser = ScriptedModel(["They talked.", "They talked, then a refund."])
+    history = [Message.user(LINE), Message.assistant(LINE)] * 6
+    agent, model = agent_with(
+        [asking, "Refunded."],
+        Compaction(max_tokens=45, keep_last=2, model=summariser),
+        history=history,
+        tools=[refund, lookup],
+    )
+
+    held = await agent.prompt("refund order 42")
+    assert held.success and held.stop_reason == "approval_required"
+    assert [a.call_id for a in held.approvals] == ["c2"]
+    assert refunds == []
+    assert len(summariser.requests) == 1  # the first request was compacted
+    assert "They talked." in model.requests[0].messages[0].text
+    stored = agent.get_history()
+    assert [m.type for m in stored].count("compaction") == 1
+    partial = stored[-1]
+    assert [b.tool_use_id for b in partial.content if isinstance(b, ToolResultBlock)] == ["c1"]
+
+    done = await agent.continue_run(approvals={"c2": True})
+    assert done.success, done.error
+    assert done.output == "Refunded." and refunds == ["42"]
+    resumed = model.requests[-1].messages
+    assert resumed[0].text.startswith("The earlier part of this conversation was compacted")
+    assert resumed[-1].content[-1].content == "refunded 42"  # the answer, both results
+    final = agent.get_history()
+    assert [m for m in final if m.id == partial.id] == [final[-2]]  # replaced, not kept twice
+    answer = final[-2]
+    assert [b.tool_use_id for b in answer.content] == ["c1", "c2"]
+    assert final[-1].text == "Refunded."
+    standard = [m for m in final if m.type == "standard"]
+    assert len(standard) == len(history) + 4  # prompt, calls, answer, reply
+    # the resumed run compacted again (a summary of the summary), stored in place
+    # although the run dropped the partial answer ending its input
+    assert [m.text for m in final if m.type == "compaction"] == [
+        "They talked.",
+        "They talked, then a refund.",
+    ]
+    assert final[-4].type == "compaction"  # before the kept call and its answer
+    assert final[-3].content == asking.content

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import pytest
 from pydantic import BaseModel
+from typing_extensions import TypedDict as ExtTypedDict
 
 from fakes import FakeAnthropic, FakeGemini, FakeOpenAIChat, FakeOpenAIResponses, Reply, Text
 from fakes import ToolCall as FakeCall
@@ -36,6 +37,12 @@ class CityDict(TypedDict):
     population: int
 
 
+class CityExtDict(ExtTypedDict):  # what pydantic asks for on Python < 3.12
+    name: str
+    population: int
+    country: NotRequired[str]
+
+
 CITY_SCHEMA = {
     "title": "City",
     "type": "object",
@@ -51,6 +58,7 @@ OSLO = '{"name": "Oslo", "population": 709000}'
         (City, City(name="Oslo", population=709000)),
         (CityData, CityData("Oslo", 709000)),
         (CityDict, {"name": "Oslo", "population": 709000}),
+        (CityExtDict, {"name": "Oslo", "population": 709000}),
         (CITY_SCHEMA, {"name": "Oslo", "population": 709000}),
     ],
 )
@@ -62,8 +70,17 @@ def test_each_kind_of_output_type_gives_its_value(output_type: Any, expected: An
     assert result.output == OSLO
     schema = model.requests[0].output
     assert (schema is not None and schema.name == "City") or schema.name.startswith("City")
-    assert schema.strict and schema.schema["additionalProperties"] is False
+    assert schema.schema["additionalProperties"] is False
+    assert schema.strict == (output_type is not CityExtDict)  # its `country` is optional
     assert model.requests[0].tools == ()  # native: no output tool
+
+
+def test_a_typing_extensions_typeddict_is_checked_like_any_other() -> None:
+    model = ScriptedModel(['{"name": "Oslo"}', OSLO], structured_output=True)
+    result = Agent(AgentConfig("a", model=model, output_type=CityExtDict)).run_sync("Oslo?")
+    assert result.success and result.output_data == {"name": "Oslo", "population": 709000}
+    assert "population: Field required" in result.messages[1].text
+    assert model.requests[0].output.schema["required"] == ("name", "population")
 
 
 def test_invalid_answer_is_fed_back_then_accepted() -> None:

@@ -39,3 +39,12 @@ def test_support_session_runs_a_durable_turn_and_keeps_its_data() -> None:
     assert "status: completed" in out and "answer: " in out
     renders = kinds.count("message") // 2  # the render runs before every model call
     assert f"session data: {{'turns': {renders}}}" in out
+
+
+def test_approvals_holds_large_refunds_then_runs_the_approved_one_once() -> None:
+    out = run_example("approvals.py")
+    assert "stop_reason: approval_required | success: True" in out
+    assert "waiting: r2 refund({'order_id': '42', 'amount': 250})" in out
+    assert "refunded so far: [('7', 20.0)]" in out
+    assert "refunded: [('7', 20.0), ('42', 200.0)]" in out
+    assert "<- tool_result(r3): The user denied" in out and "over the refund limit" in out

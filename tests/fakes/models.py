@@ -28,9 +28,8 @@ class Remote:
     def model(self, fake: FakeServer, **options: Any) -> Model:
         make: Callable[..., Model] = _factory(self.provider)
         options.setdefault("max_retries", 0)
-        return make(
-            self.model_name, base_url=fake.base_url + self.suffix, api_key="test", **options
-        )
+        options.setdefault("api_key", "test")  # None: the SDK looks for one itself
+        return make(self.model_name, base_url=fake.base_url + self.suffix, **options)
 
 
 REMOTES: dict[str, Remote] = {

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from turnkit import Agent, AgentConfig, Message, Orchestrator, Tool, ToolUseBlock
+from turnkit import Agent, AgentConfig, Approval, Message, Orchestrator, Tool, ToolUseBlock
 from turnkit.errors import MCPServerError
 from turnkit.mcp import MCPServer
 from turnkit.messages import Base64Source, FileBlock, ImageBlock, TextBlock
@@ -224,3 +224,39 @@ def test_bad_arguments_are_refused_when_the_server_is_described() -> None:
         MCPServer.stdio("python", "server.py")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="http"):
         MCPServer.http("ftp://example.com/mcp")
+    with pytest.raises(TypeError, match="needs_approval must be True, False or a function"):
+        MCPServer.stdio("python", needs_approval="yes")  # type: ignore[arg-type]
+
+
+async def test_needs_approval_holds_the_calls_it_names_by_the_servers_own_tool_name() -> None:
+    asked: list[tuple[str, dict[str, Any]]] = []
+
+    async def needs_approval(name: str, input: dict[str, Any]) -> bool:
+        asked.append((name, input))
+        return name == "echo.upper"
+
+    reply = Message.assistant(
+        ToolUseBlock("m1", "add", {"a": 2, "b": 40}),
+        ToolUseBlock("m2", "echo_upper", {"text": "hi"}),
+    )
+    model = ScriptedModel([reply, "Done."])
+    async with stdio(needs_approval=needs_approval) as server:
+        agent = Agent(AgentConfig("a", model=model, tools=[server]))
+        first = await agent.run("Go")
+        assert first.stop_reason == "approval_required"
+        assert [(a.call_id, a.tool) for a in first.approvals] == [("m2", "echo_upper")]
+        assert asked == [("add", {"a": 2, "b": 40}), ("echo.upper", {"text": "hi"})]
+        history = [Message.user("Go"), *first.messages]
+        bad = Approval(True, input={"text": 3})
+        with pytest.raises(ValueError, match=r"approvals\['m2'\]\.input does not fit"):
+            await agent.run(history, approvals={"m2": bad})  # checked once the tools are listed
+        second = await agent.run(history, approvals={"m2": True})
+    assert second.output == "Done."
+    assert [(b.tool_use_id, b.content) for b in results_of(model)] == [("m1", "42"), ("m2", "HI")]
+
+
+async def test_needs_approval_true_holds_every_tool_of_the_server() -> None:
+    model = ScriptedModel([calls(("add", {"a": 1, "b": 1}))])
+    async with stdio(needs_approval=True) as server:
+        result = await Agent(AgentConfig("a", model=model, tools=[server])).run("Go")
+    assert result.stop_reason == "approval_required" and result.approvals[0].tool == "add"

@@ -472,3 +472,93 @@ def test_documented_normalisations() -> None:
     # consecutive user messages merge into one content
     assert gemini[-1].content[-2:] == (TextBlock("and more"), TextBlock("again"))
     assert from_openai_chat([{"role": "developer", "content": "Dev."}]) == [Message.system("Dev.")]
+
+
+# What Claude Code and the Anthropic docs write for a failed tool call.
+CLAUDE_CODE_ERROR = {
+    "messages": [
+        {"role": "user", "content": "List the files."},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "toolu_01", "name": "Bash", "input": {"command": "ls"}}
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_01",
+                    "is_error": True,
+                    "content": [
+                        {"type": "text", "text": "Exit code 2"},
+                        {"type": "text", "text": "ls: cannot access 'x': No such file"},
+                    ],
+                }
+            ],
+        },
+        {"role": "assistant", "content": "The listing failed."},
+    ]
+}
+
+
+def test_an_error_result_with_text_blocks_is_imported_as_its_joined_text() -> None:
+    history = from_anthropic(CLAUDE_CODE_ERROR)
+    assert history[2].content == (
+        ToolResultBlock("toolu_01", "Exit code 2\nls: cannot access 'x': No such file", True),
+    )
+    exported = to_anthropic(history)
+    expected = json.loads(json.dumps(CLAUDE_CODE_ERROR))
+    result = expected["messages"][2]["content"][0]
+    result["content"] = "Exit code 2\nls: cannot access 'x': No such file"
+    expected["messages"][0]["content"] = [{"type": "text", "text": "List the files."}]
+    expected["messages"][3]["content"] = [{"type": "text", "text": "The listing failed."}]
+    assert exported == expected
+    assert from_anthropic(exported) == history
+
+
+@pytest.mark.parametrize(
+    ("part", "path", "words"),
+    [
+        (
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}},
+            "messages[1].content[0].content[1]",
+            "holds text only in turnkit, not an image block",
+        ),
+        (
+            {"type": "text", "text": "x", "cache_control": {"type": "ephemeral"}},
+            "messages[1].content[0].content[1].cache_control",
+            "no cache mark",
+        ),
+    ],
+)
+def test_an_error_result_that_cannot_be_one_string_is_refused_with_its_path(
+    part: dict[str, Any], path: str, words: str
+) -> None:
+    transcript = {
+        "messages": [
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t",
+                        "is_error": True,
+                        "content": [{"type": "text", "text": "failed"}, part],
+                    }
+                ],
+            },
+        ]
+    }
+    with pytest.raises(InvalidMessageError) as caught:
+        from_anthropic(transcript)
+    assert caught.value.path == path
+    assert str(caught.value).startswith(path) and words in str(caught.value)
+    ok = json.loads(json.dumps(transcript))
+    ok["messages"][1]["content"][0]["is_error"] = False  # a successful result keeps its parts
+    assert len(from_anthropic(ok)[1].content[0].content) == 2

@@ -398,3 +398,16 @@ def test_a_long_text_shared_by_many_blocks_counts_each_time() -> None:
     result = {"type": "tool_result", "tool_use_id": "c", "content": [part] * 17}
     assert_invalid(lambda: validate_blocks([result]), "blocks", "characters of text")
     assert len(validate_messages([{"role": "user", "content": [part] * 15}])[0].content) == 15
+
+
+def test_one_part_repeated_a_million_times_stops_the_build_at_the_limit() -> None:
+    part = {"type": "text", "text": "x"}
+    wire = [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c"}]}]
+    wire[0]["content"][0]["content"] = [part] * 1_000_000  # one list: counted while built
+    tracemalloc.start()
+    try:
+        assert_invalid(lambda: validate_messages(wire), "messages", "blocks and parts")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 40 * 1024 * 1024  # about max_nodes blocks were built, not a million

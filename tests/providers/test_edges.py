@@ -15,6 +15,8 @@ import pytest
 from fakes import ErrorReply, Reply
 from fakes.models import REMOTES, serve
 from turnkit import (
+    Agent,
+    AgentConfig,
     FileBlock,
     ImageBlock,
     InvalidMessageError,
@@ -140,10 +142,62 @@ async def test_blank_only_or_empty_history_is_refused_before_sending(
 ) -> None:
     _, fake, model = remote
     before = len(fake.requests)
-    for messages in ((), (Message.system("Be brief."),), (Message.user("   "),)):
-        with pytest.raises(InvalidMessageError, match=r"^messages: nothing to send"):
-            await model.request(ModelRequest(messages))
+    empty = Message("user", ())
+    for messages in (
+        (),
+        (Message.system("Be brief."),),
+        (Message.user("   "),),
+        (empty,),  # {"role": "user", "content": []}
+        (empty, Message("assistant", ()), Message.user(" ")),
+    ):
+        for outcome in await both(model, ModelRequest(messages)):
+            assert isinstance(outcome, InvalidMessageError)
+            assert str(outcome).startswith("messages: nothing to send: the history has no")
     assert len(fake.requests) == before
+
+
+async def test_a_message_with_no_blocks_is_not_sent(remote: tuple[str, Any, Model]) -> None:
+    _, fake, model = remote
+    history = (Message.user("Hi"), Message("assistant", ()), Message("user", ()), Message.user("?"))
+    fake.script("ok", "ok")
+    assert [o.text for o in await both(model, ModelRequest(history))] == ["ok", "ok"]
+    assert "Hi" in json.dumps(fake.last_body) and '"?"' in json.dumps(fake.last_body)
+
+
+async def test_an_agent_run_with_nothing_to_send_fails_before_any_request(
+    remote: tuple[str, Any, Model],
+) -> None:
+    _, fake, model = remote
+    before = len(fake.requests)
+    emptied = Agent(
+        AgentConfig("a", model=model, transform_context=lambda m: [m[0].clone(content=())])
+    )
+    for agent, given in (
+        (Agent(AgentConfig("a", model=model)), [{"role": "user", "content": []}]),
+        (emptied, "Hi"),  # the pipeline left nothing
+    ):
+        result = await agent.run(given)
+        assert not result.success and isinstance(result.exception, InvalidMessageError)
+        assert "messages: nothing to send" in result.error
+        events = [event async for event in agent.stream(given)]
+        assert events[-1].type == "done" and not events[-1].result.success
+        assert any(e.type == "error" and "nothing to send" in e.error for e in events)
+    assert len(fake.requests) == before
+
+
+async def test_what_an_sdk_raises_before_sending_is_a_provider_error(
+    remote: tuple[str, Any, Model], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name, fake, _ = remote
+    for key in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(key, raising=False)
+    keyless = REMOTES[name].model(fake, api_key=None, max_retries=2)
+    for outcome in await both(keyless, ModelRequest((Message.user("Hi"),))):
+        assert isinstance(outcome, ProviderError) and not outcome.retryable
+        assert str(outcome).startswith(f"{name}")
+        if name in ("anthropic", "gemini"):  # their SDKs refuse to send it at all
+            assert "the SDK raised" in str(outcome)
+            assert ("TypeError" if name == "anthropic" else "ValueError") in str(outcome)
 
 
 async def test_a_history_starting_with_the_assistant_gets_a_user_turn_first(

@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from turnkit.sessions import App, InvalidInputError, UnknownAgentError
-from turnkit.sessions.schedules import latest_instant
+from turnkit.sessions.sources.schedules import latest_instant
 from turnkit.testing import ScriptedModel
 
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -160,15 +160,17 @@ async def test_overlap_skip_records_schedule_skipped_while_the_previous_turn_run
 async def test_a_fire_interrupted_after_its_claim_is_stored_once_by_the_next_call(
     db_url: str,
 ) -> None:
-    from turnkit.sessions import schedules
+    from turnkit.sessions.db import schedules as rows
+    from turnkit.sessions.sources import schedules
 
     app = scheduled_app(db_url, cron="0 * * * *", timezone="UTC")
     async with app:
         due = datetime(2026, 5, 4, 9, 0, tzinfo=UTC)
         await app.run_schedules(due - timedelta(minutes=30))  # first sight
         defn = app._schedules["nightly"]
-        session_id = schedules._session_for(app, defn, due)
-        assert schedules._claim(app._core.store, defn, due, session_id) is False  # then "crash"
+        session_id = schedules._session_for(app.runtime, defn, due)
+        claimed = rows.claim_instant(app.runtime.store, defn.id, defn.overlap, due, session_id)
+        assert claimed is False  # then "crash"
         fires = await app.run_schedules(due)  # the next call stores the claimed fire...
         assert [(f.status, f.scheduled_for) for f in fires] == [("fired", due)]
         assert await app.run_schedules(due + timedelta(minutes=5)) == []  # ...once

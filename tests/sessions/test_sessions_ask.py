@@ -9,7 +9,7 @@ import pytest
 import turnkit
 from turnkit.messages import TextBlock, ToolResultBlock
 from turnkit.sessions import App
-from turnkit.sessions.routing import MAX_STEERING_BYTES, MAX_STEERING_ITEMS
+from turnkit.sessions.db.inputs import MAX_STEERING_BYTES, MAX_STEERING_ITEMS
 from turnkit.testing import ScriptedModel
 
 ASK = {

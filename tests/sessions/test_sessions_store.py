@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from sessions.crash_app import build
 from sessions.test_sessions_crash import Child
 from turnkit.sessions import App
-from turnkit.sessions.schema import SCHEMA_VERSION
+from turnkit.sessions.db.schema import SCHEMA_VERSION
 from turnkit.testing import ScriptedModel
 
 
@@ -110,8 +110,8 @@ async def test_follow_sees_events_written_by_another_process(tmp_path: Path) -> 
 async def test_two_apps_starting_at_once_on_a_fresh_postgres_database(postgres_url: str) -> None:
     import sqlalchemy as sa
 
-    from turnkit.sessions._db import Engines
-    from turnkit.sessions.schema import migrate
+    from turnkit.sessions.db.engines import Databases as Engines
+    from turnkit.sessions.db.schema import migrate
 
     engines = [Engines(postgres_url) for _ in range(4)]
     try:

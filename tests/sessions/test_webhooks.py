@@ -12,7 +12,7 @@ from standardwebhooks.webhooks import Webhook
 
 from turnkit.errors import WebhookNotFoundError, WebhookSignatureError
 from turnkit.sessions import App, InvalidInputError
-from turnkit.sessions.webhooks import verify_signature
+from turnkit.sessions.sources.webhooks import verify_signature
 from turnkit.testing import ScriptedModel
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -44,9 +44,9 @@ def webhook_app(db_url: str, **options: Any) -> App:
 
 
 async def count_inputs(app: App) -> int:
-    from turnkit.sessions import schema
+    from turnkit.sessions.db import schema
 
-    with app._core.store.read() as conn:
+    with app.runtime.store.read() as conn:
         return conn.execute(schema.inputs.select()).all().__len__()
 
 
@@ -139,9 +139,9 @@ async def test_bad_signatures_and_old_timestamps_store_nothing(db_url: str) -> N
         with pytest.raises(WebhookSignatureError):
             await app.deliver_webhook("github", tampered, b'{"action": "closed"}')
         assert await count_inputs(app) == 0
-        from turnkit.sessions import schema
+        from turnkit.sessions.db import schema
 
-        with app._core.store.read() as conn:
+        with app.runtime.store.read() as conn:
             assert conn.execute(schema.sessions.select()).all() == []
         with pytest.raises(WebhookNotFoundError):
             await app.deliver_webhook("gitlab", signed(body), body)
@@ -162,6 +162,21 @@ async def test_session_key_picks_the_session_from_the_payload(db_url: str) -> No
         assert await count_inputs(app) == 3
 
 
+async def test_a_string_session_key_sends_every_delivery_to_that_one_session(
+    db_url: str,
+) -> None:
+    app = webhook_app(db_url, session_key="orders")
+    async with app:
+        deliveries = []
+        for n, repo in enumerate(["a", "b"]):
+            body = json.dumps({"repo": repo}).encode()
+            deliveries.append(await app.deliver_webhook("github", signed(body, f"m{n}"), body))
+        assert deliveries[0].session_id == deliveries[1].session_id
+        assert (await app.get_session(deliveries[0].session_id)).key == "orders"
+        session = await app.create_session("triage", key="orders")
+        assert session.id == deliveries[0].session_id  # the same session as by its key
+
+
 async def test_bodies_that_are_not_json_or_too_large_are_refused(db_url: str) -> None:
     async with webhook_app(db_url) as app:
         for body, problem in [
@@ -180,8 +195,11 @@ def test_webhook_definitions_are_checked() -> None:
         app.webhook("a/b", "triage", SECRET)
     with pytest.raises(ValueError, match="not base64"):
         app.webhook("gh", "triage", "whsec_%%%")
-    with pytest.raises(ValueError, match="session_key must be a function"):
-        app.webhook("gh", "triage", SECRET, session_key="fixed")  # type: ignore[arg-type]
+    for bad in (42, b"orders", ["orders"]):
+        with pytest.raises(ValueError, match=r"session_key must be a string .* a function"):
+            app.webhook("gh", "triage", SECRET, session_key=bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"app.webhook\('gh'\): session_key: must be a non-empty"):
+        app.webhook("gh", "triage", SECRET, session_key="")
     app.webhook("gh", "triage", SECRET)
     with pytest.raises(ValueError, match="already defined"):
         app.webhook("gh", "triage", SECRET)

@@ -158,3 +158,61 @@ async def test_results_with_nan_or_infinity_are_sent_as_valid_json(value: Any) -
     decoded = json.loads(result.content, parse_constant=refuse)
     assert "NaN" in result.content or "Infinity" in result.content
     assert decoded is not None
+
+
+# -- where sync tools run ----------------------------------------------------------
+
+
+async def test_sync_tools_run_off_the_loop_reusing_one_worker_thread_with_the_context() -> None:
+    import contextvars
+
+    request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id")
+    seen: list[tuple[int, str]] = []
+
+    @tool
+    def where() -> str:
+        """Says which thread and request it ran in."""
+        seen.append((threading.get_ident(), request_id.get("none")))
+        return "ok"
+
+    request_id.set("r-1")
+    for _ in range(20):
+        assert (await run(where)).content == "ok"
+    threads = {ident for ident, _ in seen}
+    assert threading.get_ident() not in threads  # never on the event loop's thread
+    assert len(threads) == 1  # one hand-over per call: no thread started per call
+    assert {value for _, value in seen} == {"r-1"}
+
+
+async def test_sync_tools_called_together_run_in_parallel_threads() -> None:
+    together = threading.Barrier(4, timeout=10)  # raises, not hangs, if they were serialised
+
+    @tool
+    def meet() -> str:
+        """Waits for the other three."""
+        together.wait()
+        return "met"
+
+    results = await asyncio.gather(*(run(meet) for _ in range(4)))
+    assert [r.content for r in results] == ["met"] * 4
+
+
+async def test_a_stuck_sync_tool_keeps_its_thread_and_later_calls_get_another() -> None:
+    release = threading.Event()
+
+    @tool(timeout_s=0.1)
+    def stuck() -> str:
+        """Never returns (until the test lets it go)."""
+        release.wait()
+        return "late"
+
+    @tool
+    def quick() -> str:
+        """Returns at once."""
+        return "quick"
+
+    try:
+        assert (await run(stuck)).is_error
+        assert [(await run(quick)).content for _ in range(3)] == ["quick"] * 3
+    finally:
+        release.set()

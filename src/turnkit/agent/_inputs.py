@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from turnkit.agent.approvals import Approval, approval_decisions, decide, pending_calls
 from turnkit.errors import InvalidMessageError
 from turnkit.messages import (
     Block,
@@ -17,8 +18,9 @@ from turnkit.messages import (
     validate_messages,
 )
 from turnkit.messages._checks import kind_of
+from turnkit.tools import Tool
 
-__all__ = ["message_input", "prompt_blocks", "run_input"]
+__all__ = ["approvals_input", "message_input", "prompt_blocks", "run_input"]
 
 _USER_BLOCKS = (TextBlock, ImageBlock, FileBlock, ToolResultBlock)
 
@@ -76,3 +78,16 @@ def message_input(value: object) -> Message:
 def history_input(value: Any) -> list[Message]:
     """``AgentConfig.history``: a list of messages, copied."""
     return list(validate_messages(value, path="history"))
+
+
+def approvals_input(
+    approvals: object, messages: Sequence[Message], tools: Mapping[str, Tool]
+) -> dict[str, Approval] | None:
+    """``approvals=`` of ``run()``/``stream()``/``continue_run()``, checked against
+    the calls held at the end of ``messages`` before anything runs (None: none given)."""
+    if approvals is None:
+        return None
+    decisions = approval_decisions(approvals)
+    pending = pending_calls(messages)
+    decide(() if pending is None else pending.calls, decisions, tools)
+    return decisions

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from turnkit._sync import run_sync
 from turnkit.agent._compacting import RunCompaction, with_compactions
-from turnkit.agent._inputs import history_input, message_input, prompt_blocks, run_input
+from turnkit.agent._inputs import (
+    approvals_input,
+    history_input,
+    message_input,
+    prompt_blocks,
+    run_input,
+)
+from turnkit.agent.approvals import Approval
 from turnkit.agent.compaction import Compaction, TokenReport
 from turnkit.agent.config import AgentConfig, resolve_agent_model
 from turnkit.agent.context import RunContext, apply_after_run, apply_before_run, latest_prompt
@@ -24,6 +31,7 @@ __all__ = ["Agent"]
 
 RunInput = str | Sequence[Message | dict[str, Any]]
 PromptInput = str | Sequence[Block | dict[str, Any]]
+Approvals = Mapping[str, bool | Approval]
 
 
 class Agent:
@@ -143,19 +151,36 @@ class Agent:
             return self._backend.run_input(input)
         return run_input(input)
 
-    async def run(self, input: RunInput) -> RunResult:
-        """Run on ``input`` (a str or a list of messages), apart from the history."""
-        messages = self.validate_run_input(input)
-        return await self._complete(self._start(messages), session=False)
+    async def run(self, input: RunInput, *, approvals: Approvals | None = None) -> RunResult:
+        """Run on ``input`` (a str or a list of messages), apart from the history.
 
-    def stream(self, input: RunInput) -> AsyncIterator[StreamEvent]:
-        """``run(input)`` delivered as :class:`StreamEvent` s, ``done`` last.
-
-        The input is validated now, so an invalid one raises here, before the
-        iterator is returned.
+        ``approvals`` decides the tool calls held at the end of ``input`` (a
+        run that stopped with ``stop_reason="approval_required"``):
+        ``{call_id: True | False | Approval}``, one for every held call.
+        Approved calls run, denied ones get an error result, then the loop
+        goes on. The run's messages then begin with the whole answer to
+        those calls, which takes the place of the partial answer (the
+        results of the calls that ran) ending ``input``: it has its ``id``.
+        A bad decision raises ValueError or TypeError before anything runs.
         """
         messages = self.validate_run_input(input)
         state = self._start(messages)
+        state.decisions = self._decisions(messages, approvals)
+        return await self._complete(state, session=False)
+
+    def stream(
+        self, input: RunInput, *, approvals: Approvals | None = None
+    ) -> AsyncIterator[StreamEvent]:
+        """``run(input)`` delivered as :class:`StreamEvent` s, ``done`` last.
+
+        The input (and ``approvals``, as for :meth:`run`) is validated now,
+        so an invalid one raises here, before the iterator is returned. A
+        run that stops for approvals ends with ``approval_required`` instead
+        of ``done``.
+        """
+        messages = self.validate_run_input(input)
+        state = self._start(messages)
+        state.decisions = self._decisions(messages, approvals)
         if self._backend is not None:
             return self._backend.events(state, streaming=True, session=False)
         return self._events(self._resolved_model(), state, streaming=True)
@@ -178,12 +203,15 @@ class Agent:
             state.input = (*self._history, user)
             return await self._commit(state, (user,))
 
-    async def continue_run(self) -> RunResult:
+    async def continue_run(self, *, approvals: Approvals | None = None) -> RunResult:
         """Run the loop from the current history, with no new input.
 
         Raises ValueError on an empty history. The run's messages are
         appended to the history as with :meth:`prompt`. An agent with a
         backend raises NotImplementedError: the history cannot be forwarded.
+        ``approvals`` decides the calls held at the end of the history, as
+        for :meth:`run`; the whole answer to them replaces the partial one
+        in the history.
         """
         if self._backend is not None:
             raise NotImplementedError(
@@ -193,7 +221,9 @@ class Agent:
         with self._exclusive("continue_run()"):
             if not self._history:
                 raise ValueError("continue_run() needs a history to continue; it is empty")
-            return await self._commit(self._start(tuple(self._history)), ())
+            state = self._start(tuple(self._history))
+            state.decisions = self._decisions(state.input, approvals)
+            return await self._commit(state, ())
 
     async def aclose(self) -> None:
         """Release what the agent holds open: the process of a backend's session.
@@ -220,17 +250,17 @@ class Agent:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def run_sync(self, input: RunInput) -> RunResult:
+    def run_sync(self, input: RunInput, *, approvals: Approvals | None = None) -> RunResult:
         """:meth:`run`, for code without an event loop (or inside one)."""
-        return run_sync(self.run(input))
+        return run_sync(self.run(input, approvals=approvals))
 
     def prompt_sync(self, input: PromptInput) -> RunResult:
         """:meth:`prompt`, for code without an event loop (or inside one)."""
         return run_sync(self.prompt(input))
 
-    def continue_run_sync(self) -> RunResult:
+    def continue_run_sync(self, *, approvals: Approvals | None = None) -> RunResult:
         """:meth:`continue_run`, for code without an event loop (or inside one)."""
-        return run_sync(self.continue_run())
+        return run_sync(self.continue_run(approvals=approvals))
 
     # -- internals -----------------------------------------------------------
 
@@ -249,6 +279,17 @@ class Agent:
         if self._model is None:
             self._model = resolve_agent_model(self._config.model)
         return self._model
+
+    def _decisions(
+        self, messages: tuple[Message, ...], approvals: Approvals | None
+    ) -> dict[str, Approval] | None:
+        """``approvals`` checked against the calls held at the end of ``messages``."""
+        if approvals is not None and self._backend is not None:
+            raise NotImplementedError(
+                f"approvals: agent {self.name!r} has an external backend, whose tool calls "
+                "are its own"
+            )
+        return approvals_input(approvals, messages, self._turns.tools)
 
     def _start(self, messages: tuple[Message, ...]) -> RunState:
         import uuid
@@ -277,7 +318,7 @@ class Agent:
         try:
             result = await self._complete(state, session=True)
         except asyncio.CancelledError:
-            self._history.extend((*before, *state.settled()))
+            self._append(state, before, state.settled())
             raise
         if result.success:
             self._keep(state, given, before, result)
@@ -293,19 +334,30 @@ class Agent:
         """Append a successful run to the history, its compaction messages in place.
 
         They have a place only when the run's conversation is the history's
-        (``before_run`` and ``after_run`` changed no messages); otherwise the
-        next run compacts again, from the provider's count of nothing stale.
+        (``before_run`` and ``after_run`` changed no messages; a run that
+        completed the partial answer ending ``given`` dropped only that
+        answer); otherwise the next run compacts again, from the provider's
+        count of nothing stale.
         """
         compacting = state.compacting
         if compacting is None or not compacting.made:
-            self._history.extend((*before, *result.messages))
-        elif state.input is given and result.messages == tuple(state.added):
-            self._history = with_compactions((*given, *result.messages), compacting.made)
+            self._append(state, before, result.messages)
+        elif _same_input(state, given) and result.messages == tuple(state.added):
+            self._history = with_compactions((*state.input, *result.messages), compacting.made)
         else:
-            self._history.extend((*before, *result.messages))
+            self._append(state, before, result.messages)
             compacting.report = None
         if compacting is not None:
             self._report = compacting.report
+
+    def _append(
+        self, state: RunState, before: tuple[Message, ...], added: Sequence[Message]
+    ) -> None:
+        """Add a run's messages to the history; an answer it completed is replaced."""
+        history = self._history
+        if state.replaced is not None and history and history[-1] == state.replaced:
+            history.pop()
+        history.extend((*before, *added))
 
     async def _events(
         self, model: Model, state: RunState, streaming: bool
@@ -322,7 +374,7 @@ class Agent:
             result = await apply_after_run(after, self._context(state), result)
         if not result.success and streaming:
             yield StreamEvent("error", error=result.error)
-        yield StreamEvent("done", result=result)
+        yield StreamEvent("approval_required" if result.approvals else "done", result=result)
 
     async def _turns_for_run(self, state: RunState) -> Turns | None:
         """The loop with the tools of the agent's sources; None (the run failed) if
@@ -349,6 +401,15 @@ def _bind_backend(config: AgentConfig) -> Any:
             f"AcpBackend), got {type(config.backend).__name__}"
         )
     return bind(config)
+
+
+def _same_input(state: RunState, given: tuple[Message, ...]) -> bool:
+    """Whether the run's conversation began with ``given``, the history (and the
+    prompt): as it was, or without the partial answer the run completed."""
+    if state.input is given:
+        return True
+    replaced = state.replaced
+    return replaced is not None and given[-1:] == (replaced,) and state.input == given[:-1]
 
 
 def _compaction(config: AgentConfig) -> Compaction | None:

@@ -53,8 +53,9 @@ class AgentConfig:
       ``"text"`` (sent as plain ``<thinking>`` text).
     - ``image_policy``: an :class:`~turnkit.providers.ImagePolicy` for the
       images of every request (default: ``ImagePolicy()``).
-    - ``output_type``: a Pydantic model class, a dataclass, a TypedDict or a
-      JSON schema dict (an object): the final answer must match it, and
+    - ``output_type``: a Pydantic model class, a dataclass, a TypedDict
+      (``typing`` or ``typing_extensions``) or a JSON schema dict (an
+      object): the final answer must match it, and
       ``RunResult.output_data`` holds the validated value. Providers with a
       native mechanism constrain the answer; other models get a
       ``final_result`` tool. An answer that does not validate is sent back

@@ -14,6 +14,14 @@ from typing import Any
 
 from turnkit._sync import maybe_await
 from turnkit.agent._compacting import RunCompaction
+from turnkit.agent.approvals import (
+    Approval,
+    ApprovalRequest,
+    answer_for,
+    decide,
+    needs_approval,
+    pending_calls,
+)
 from turnkit.agent.compaction import Compaction, summariser_for
 from turnkit.agent.output import (
     OUTPUT_TOOL,
@@ -54,13 +62,17 @@ class RunState:
 
     __slots__ = (
         "added",
+        "answering",
+        "approvals",
         "calls",
         "compacting",
+        "decisions",
         "error",
         "exception",
         "input",
         "invocation_id",
         "output",
+        "replaced",
         "results",
         "stop_reason",
         "usage",
@@ -78,6 +90,10 @@ class RunState:
         self.results: dict[str, ToolResultBlock] = {}
         self.output: OutputProgress | None = None  # set when the agent has an output_type
         self.compacting: RunCompaction | None = None  # set when the agent has a compaction
+        self.decisions: Mapping[str, Approval] | None = None  # for calls held at the input's end
+        self.approvals: tuple[ApprovalRequest, ...] = ()  # the calls this run holds
+        self.replaced: Message | None = None  # the input's partial answer the run completes
+        self.answering: Message | None = None  # that answer, while its calls run
 
     def fail(
         self, error: str, stop_reason: str = "error", exception: Exception | None = None
@@ -91,6 +107,10 @@ class RunState:
             return RunResult(
                 False, "", messages, self.usage, self.stop_reason, self.error, self.exception
             )
+        if self.approvals:
+            reply = next(m for m in reversed(messages) if m.role == "assistant")
+            usage, reason = self.usage, self.stop_reason
+            return RunResult(True, reply.text, messages, usage, reason, approvals=self.approvals)
         output = self.output
         if output is None:
             return RunResult(True, messages[-1].text, messages, self.usage, self.stop_reason)
@@ -103,10 +123,14 @@ class RunState:
         """What the run added, with calls still running answered as interrupted."""
         added = list(self.added)
         if self.calls:
-            results = self.results
-            content = tuple(results.get(c.id) or interrupted_result(c) for c in self.calls)
-            added.append(Message("user", content, invocation_id=self.invocation_id))
+            results = {c.id: self.results.get(c.id) or interrupted_result(c) for c in self.calls}
+            added.append(answer_for(self.calls, self.answering, results, self.invocation_id))
         return added
+
+    def hold(self, calls: tuple[ToolUseBlock, ...]) -> None:
+        """Stop the run: ``calls`` wait for a person's decision."""
+        self.approvals = tuple(ApprovalRequest.of(call) for call in calls)
+        self.stop_reason = "approval_required"
 
 
 class Turns:
@@ -200,6 +224,9 @@ class Turns:
         """Loop until a final answer, a failure or ``max_turns``; events when streaming."""
         if self.output is not None:
             state.output = OutputProgress()
+        if state.decisions is not None:
+            async for event in self._resume(state, streaming):
+                yield event
         for _ in range(self.max_turns):
             conversation = await self.context_for(model, state)
             if conversation is None:
@@ -217,11 +244,19 @@ class Turns:
                 yield StreamEvent("message", message=message)
             calls = tuple(b for b in message.content if type(b) is ToolUseBlock)
             if calls:
-                answer = await self._run_tools(state, calls)
-                if streaming:
-                    for block in answer.content:
-                        yield StreamEvent("tool_result", block=block)
-                    yield StreamEvent("message", message=answer)
+                held = await self._held(calls)
+                ready = tuple(c for c in calls if c.id not in held) if held else calls
+                if ready:
+                    answer = await self._run_tools(state, ready)
+                    if held:  # a partial answer: the one that completes it takes its id
+                        answer = state.added[-1] = answer.clone(id=f"answer-{calls[0].id}")
+                    if streaming:
+                        for block in answer.content:
+                            yield StreamEvent("tool_result", block=block)
+                        yield StreamEvent("message", message=answer)
+                if held:
+                    state.hold(tuple(c for c in calls if c.id in held))
+                    return
                 if state.output is not None and self._output_settled(state):
                     return
                 continue
@@ -254,21 +289,65 @@ class Turns:
         state.stop_reason = response.stop_reason
         return message
 
-    async def _run_tools(self, state: RunState, calls: tuple[ToolUseBlock, ...]) -> Message:
-        """Run a turn's calls concurrently; their results in call order."""
-        state.calls, state.results = calls, {}
-        if len(calls) == 1:
-            await self._run_tool(state, calls[0])
-        else:
+    async def _held(self, calls: tuple[ToolUseBlock, ...]) -> set[str]:
+        """The ids of the calls that wait for a person's decision."""
+        tools = self.tools
+        return {call.id for call in calls if await needs_approval(tools.get(call.name), call)}
+
+    async def _resume(self, state: RunState, streaming: bool) -> AsyncIterator[StreamEvent]:
+        """Carry out the decisions on the calls held at the end of the input.
+
+        Every decision is checked before any call runs (ValueError). The
+        answer to the held calls' reply then holds every result, the earlier
+        ones too, and takes the place of the input's partial answer.
+        """
+        assert state.decisions is not None
+        pending = pending_calls(state.input)
+        decided = decide(() if pending is None else pending.calls, state.decisions, self.tools)
+        if pending is None:
+            return
+        if pending.answer is not None:
+            state.input, state.replaced = state.input[:-1], pending.answer
+        approved = {call.id: call for call in decided.run}
+        calls = tuple(
+            approved.get(b.id, b) for b in pending.reply.content if type(b) is ToolUseBlock
+        )
+        state.answering = pending.answer
+        answer = await self._run_tools(state, calls, decided.denied)
+        if streaming:
+            for call in pending.calls:
+                yield StreamEvent("tool_result", block=state.results[call.id])
+            yield StreamEvent("message", message=answer)
+
+    async def _run_tools(
+        self,
+        state: RunState,
+        calls: tuple[ToolUseBlock, ...],
+        settled: Mapping[str, ToolResultBlock] | None = None,
+    ) -> Message:
+        """Run a turn's calls concurrently; their results in call order.
+
+        The calls with a result in ``settled`` (a denial), or in the answer
+        being completed (``state.answering``), do not run again.
+        """
+        state.results = dict(settled or {})
+        if state.answering is not None:
+            for block in state.answering.content:
+                if type(block) is ToolResultBlock:
+                    state.results.setdefault(block.tool_use_id, block)
+        state.calls = calls
+        todo = [call for call in calls if call.id not in state.results]
+        if len(todo) == 1:
+            await self._run_tool(state, todo[0])
+        elif todo:
             import asyncio
 
             async with asyncio.TaskGroup() as group:
-                for call in calls:
+                for call in todo:
                     group.create_task(self._run_tool(state, call))
-        content = tuple(state.results[call.id] for call in calls)
-        answer = Message("user", content, invocation_id=state.invocation_id)
+        answer = answer_for(calls, state.answering, state.results, state.invocation_id)
         state.added.append(answer)
-        state.calls = ()
+        state.calls, state.answering = (), None
         return answer
 
     async def _run_tool(self, state: RunState, call: ToolUseBlock) -> None:

@@ -1,11 +1,12 @@
 """Structured output: ``AgentConfig(output_type=...)`` and how the answer is checked.
 
-An output type is a Pydantic model class, a dataclass, a TypedDict (all
-validated by pydantic, which makes the value: a model or dataclass instance,
-or a dict) or a JSON schema dict for an object (validated with
-``jsonschema``; the value is the parsed JSON). :class:`OutputType` gives the
-schema models are told (:class:`~turnkit.providers.OutputSchema`), the tool
-offered instead to models without a native mechanism, and the validation.
+An output type is a Pydantic model class, a dataclass, a TypedDict
+(``typing`` or ``typing_extensions``; all validated by pydantic, which makes
+the value: a model or dataclass instance, or a dict) or a JSON schema dict
+for an object (validated with ``jsonschema``; the value is the parsed JSON).
+:class:`OutputType` gives the schema models are told
+(:class:`~turnkit.providers.OutputSchema`), the tool offered instead to
+models without a native mechanism, and the validation.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import dataclasses
 import json
 import re
 from collections.abc import Mapping
-from typing import Any, is_typeddict
+from typing import Any
 
 from turnkit.errors import OutputValidationError
 from turnkit.messages import thaw
@@ -50,7 +51,7 @@ class OutputType:
         elif isinstance(output_type, type) and (
             _is_pydantic_model(output_type)
             or dataclasses.is_dataclass(output_type)
-            or is_typeddict(output_type)
+            or _is_typeddict(output_type)
         ):
             from pydantic import TypeAdapter
 
@@ -110,7 +111,7 @@ def _for_pydantic(kind: type) -> Any:
     refuses) the same TypedDict rebuilt with ``typing_extensions``."""
     import sys
 
-    if sys.version_info >= (3, 12) or not is_typeddict(kind) or type(kind).__module__ != "typing":
+    if sys.version_info >= (3, 12) or type(kind).__module__ != "typing" or not _is_typeddict(kind):
         return kind
     from typing import NotRequired
 
@@ -120,6 +121,14 @@ def _for_pydantic(kind: type) -> Any:
     hints = get_type_hints(kind)
     fields = {k: v if k in required else NotRequired[v] for k, v in hints.items()}
     return TypedDict(kind.__name__, fields)  # type: ignore[operator]
+
+
+def _is_typeddict(kind: type) -> bool:
+    """A ``typing.TypedDict`` or a ``typing_extensions.TypedDict`` (what pydantic
+    asks for on Python < 3.12, and which ``typing.is_typeddict`` does not know there)."""
+    from typing_extensions import is_typeddict  # a dependency of pydantic
+
+    return is_typeddict(kind)
 
 
 def _is_pydantic_model(kind: type) -> bool:

@@ -4,8 +4,9 @@
 take a request's raw body and headers and answer a
 :class:`~turnkit.channels.base.ChannelResponse`; ``turnkit serve`` mounts
 them at ``POST /channels/slack/events`` and ``POST /channels/linear/webhook``.
-Replies go through the outbox (:mod:`turnkit.sessions.outbox`) and the
-delivery task (:mod:`turnkit.channels.delivery`).
+Replies go through the outbox (:mod:`turnkit.channels.outbox`) and the
+delivery task (:mod:`turnkit.channels.delivery`); sessions see the channels
+only as one App extension (:mod:`turnkit.channels.hub`).
 """
 
 from __future__ import annotations

@@ -15,11 +15,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from turnkit.channels.outbox import link_session, queue_notice
 from turnkit.errors import SessionEndedError
-from turnkit.sessions._accept import accept_once
-from turnkit.sessions.outbox import link_session, queue_notice
-from turnkit.sessions.records import Receipt, Session
-from turnkit.sessions.store import NewInput
+from turnkit.sessions.db.inputs import NewInput
+from turnkit.sessions.model.records import Receipt, Session
 
 __all__ = ["ChannelResponse", "GiveUp", "RetryLater", "header", "problem", "store_input"]
 
@@ -80,16 +79,20 @@ async def store_input(
     (None when the session has ended: a channel message to an ended session
     is dropped, not an error for the provider) and the address in force.
     """
-    store = app._running().store
-    session, _ = await asyncio.to_thread(store.create_session, agent, key, {})
+    runtime = app.runtime
+    store = runtime.store
+    session, _ = await asyncio.to_thread(runtime.open_session, agent, key, {})
     address = await asyncio.to_thread(link_session, store, session.id, provider, address)
     if complete is not None:
         new = complete(address)
     if notice is not None:
         content, dedupe_key = notice
-        await asyncio.to_thread(queue_notice, store, session.id, provider, content, dedupe_key)
+        wake = app.channel_hub.wake
+        await asyncio.to_thread(
+            queue_notice, store, session.id, provider, content, dedupe_key, None, wake
+        )
     try:
-        receipt = await asyncio.to_thread(accept_once, store, session.id, new)
+        receipt = await asyncio.to_thread(runtime.accept, session.id, new)
     except SessionEndedError:
         return session, None, address
     return session, receipt, address

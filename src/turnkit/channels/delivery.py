@@ -19,8 +19,8 @@ import uuid
 from typing import Any
 
 from turnkit._loop_thread import LoopThread
+from turnkit.channels import outbox
 from turnkit.channels.base import GiveUp, RetryLater
-from turnkit.sessions import outbox
 
 __all__ = ["MAX_ATTEMPTS", "Delivery", "backoff"]
 

@@ -40,10 +40,10 @@ from turnkit.channels.base import (
     provider_time,
     store_input,
 )
+from turnkit.channels.outbox import queue_notice
 from turnkit.errors import InvalidInputError
-from turnkit.sessions import _checks as check
-from turnkit.sessions.outbox import queue_notice
-from turnkit.sessions.store import NewInput
+from turnkit.sessions.db.inputs import NewInput
+from turnkit.sessions.model import checks as check
 
 __all__ = ["TOLERANCE_S", "LinearChannel", "LinearInputPayload", "sign"]
 
@@ -224,18 +224,19 @@ class LinearChannel:
         return ChannelResponse(200, body | {"duplicate": receipt.duplicate})
 
     async def _stop(self, app: Any, session_id: str, activity_id: str) -> ChannelResponse:
-        core = app._running()
-        store = core.store
+        store = app.runtime.store
         found = await app.find_session(self.agent, f"linear:{session_id}")
         if found is None:
             return ChannelResponse(200, {"ok": True, "ignored": "no such session"})
         stopped = {"type": "response", "body": "Stopped, as you asked."}
         key = f"linear:stop:{activity_id}"
-        if not await asyncio.to_thread(queue_notice, store, found.id, "linear", stopped, key):
+        wake = app.channel_hub.wake
+        queued = await asyncio.to_thread(
+            queue_notice, store, found.id, "linear", stopped, key, None, wake
+        )
+        if not queued:
             return ChannelResponse(200, {"ok": True, "duplicate": True})
-        running = await asyncio.to_thread(store.running_turns, found.id)
-        for turn_id in running:
-            await asyncio.to_thread(core.cancel_turn, turn_id, "stopped")
+        running = await asyncio.to_thread(app.runtime.cancel_running, found.id, "stopped")
         return ChannelResponse(200, {"ok": True, "session_id": found.id, "stopped": running})
 
     # -- replies -------------------------------------------------------------

@@ -1,16 +1,18 @@
-"""Configuring an App's channels (``app.slack``, ``app.linear``) and starting their delivery."""
+"""Configuring an App's channels (``app.slack``, ``app.linear``): checked arguments."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from turnkit.channels.hub import ChannelHub
 from turnkit.errors import UnknownAgentError
 
-__all__ = ["add_channel", "start_delivery"]
+__all__ = ["add_channel"]
 
 
 def add_channel(
-    app: Any,
+    hub: ChannelHub,
+    agents: dict[str, Any],
     provider: str,
     agent: str,
     secret: tuple[str, object],
@@ -26,11 +28,11 @@ def add_channel(
     from turnkit.channels.slack import SlackChannel
 
     where = f"app.{provider}"
-    if agent not in app.agents:
-        raise UnknownAgentError(agent, tuple(app.agents))
-    if app._core is not None:
+    if agent not in agents:
+        raise UnknownAgentError(agent, tuple(agents))
+    if hub.started:
         raise RuntimeError(f"{where}: configure channels before the App starts")
-    if provider in app._channels:
+    if provider in hub.channels:
         raise ValueError(f"{where}: the channel is already configured")
     kind = SlackChannel if provider == "slack" else LinearChannel
     url = api_url if api_url is not None else kind.__dataclass_fields__["api_url"].default
@@ -41,17 +43,5 @@ def add_channel(
         if type(value) is not str or not value.strip():
             raise ValueError(f"{where}: {name} must be a non-empty string")
         values.append(value)
-    channel = app._channels[provider] = kind(agent, values[0], values[1], url)
+    channel = hub.channels[provider] = kind(agent, values[0], values[1], url)
     return channel
-
-
-def start_delivery(core: Any, channels: dict[str, Any]) -> Any:
-    """Start delivering the replies of ``channels``, woken by commits of this process
-    and by other processes' changes; the running ``Delivery``."""
-    from turnkit.channels.delivery import Delivery
-
-    delivery = Delivery(core.store, channels)
-    core.store.on_reply_queued = delivery.wake
-    core.notifier.on_change(delivery.wake)
-    delivery.start()
-    return delivery

@@ -32,8 +32,8 @@ from turnkit.channels.base import (
     store_input,
 )
 from turnkit.errors import InvalidInputError
-from turnkit.sessions import _checks as check
-from turnkit.sessions.store import NewInput
+from turnkit.sessions.db.inputs import NewInput
+from turnkit.sessions.model import checks as check
 
 __all__ = ["MAX_BODY_BYTES", "MAX_MESSAGE_CHARS", "SlackChannel", "split_message"]
 

@@ -29,6 +29,8 @@ __all__ = ["MCPServer"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 Include = Collection[str] | Callable[[str], bool] | None
+NeedsApproval = bool | Callable[[str, dict[str, Any]], bool | Awaitable[bool]]
+"""True, False, or a function of (the server's tool name, the checked input)."""
 
 
 class MCPServer:
@@ -43,6 +45,14 @@ class MCPServer:
     letters, digits, ``_`` and ``-`` become ``_``, at most 64); the server
     still gets its own names. :meth:`list_tools` gives the tools as turnkit
     :class:`~turnkit.Tool` objects, for code that offers tools itself.
+
+    ``needs_approval`` holds calls for a person's decision (see
+    :class:`~turnkit.Tool`): True for every tool of the server, or a sync or
+    async function of ``(name, input)`` (the server's own tool name, as
+    ``include`` gets it, and the call's checked input) that says whether
+    this call needs approval::
+
+        MCPServer.stdio("shop-server", needs_approval=lambda name, input: name != "search")
     """
 
     def __init__(
@@ -54,9 +64,16 @@ class MCPServer:
         prefix: str = "",
         timeout: float | None = 60.0,
         connect_timeout: float = 30.0,
+        needs_approval: NeedsApproval = False,
     ) -> None:
         if not isinstance(prefix, str):
             raise TypeError(f"prefix must be a string, got {prefix!r}")
+        if type(needs_approval) is not bool and not callable(needs_approval):
+            raise TypeError(
+                "needs_approval must be True, False or a function of (tool name, input), "
+                f"got {needs_approval!r}"
+            )
+        self.needs_approval = needs_approval
         self._target = target
         self.label = label
         self.include = include
@@ -78,6 +95,7 @@ class MCPServer:
         prefix: str = "",
         timeout: float | None = 60.0,
         connect_timeout: float = 30.0,
+        needs_approval: NeedsApproval = False,
     ) -> MCPServer:
         """A server run as a subprocess, speaking MCP on its stdin and stdout.
 
@@ -98,6 +116,7 @@ class MCPServer:
             prefix=prefix,
             timeout=timeout,
             connect_timeout=connect_timeout,
+            needs_approval=needs_approval,
         )
 
     @classmethod
@@ -109,6 +128,7 @@ class MCPServer:
         prefix: str = "",
         timeout: float | None = 60.0,
         connect_timeout: float = 30.0,
+        needs_approval: NeedsApproval = False,
     ) -> MCPServer:
         """A server at ``url``, over streamable HTTP (``http://host:port/mcp``)."""
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
@@ -120,6 +140,7 @@ class MCPServer:
             prefix=prefix,
             timeout=timeout,
             connect_timeout=connect_timeout,
+            needs_approval=needs_approval,
         )
 
     def __repr__(self) -> str:
@@ -209,11 +230,31 @@ class MCPServer:
         idempotent = bool(getattr(annotations, "idempotent_hint", False))
         schema = found.input_schema or {"type": "object"}
         try:
-            return Tool(name, found.description or "", schema, call, idempotent=idempotent)
+            return Tool(
+                name,
+                found.description or "",
+                schema,
+                call,
+                idempotent=idempotent,
+                needs_approval=self._approval_check(server_name),
+            )
         except (TypeError, ValueError) as err:
             raise MCPServerError(
                 f"MCP server {self.label!r}: tool {server_name!r} cannot be offered: {err}"
             ) from None
+
+    def _approval_check(self, server_name: str) -> Any:
+        """The ``needs_approval`` of the tool the server calls ``server_name``."""
+        check = self.needs_approval
+        if type(check) is bool:
+            return check
+
+        async def needs_approval(arguments: dict[str, Any]) -> bool:
+            from turnkit._sync import maybe_await
+
+            return await maybe_await(check(server_name, arguments))  # type: ignore[no-any-return]
+
+        return needs_approval
 
 
 async def _list_all(client: Any) -> list[Any]:

@@ -190,10 +190,15 @@ class _Walk:
     already, so the overshoot costs no memory.
     """
 
-    __slots__ = ("bytes", "limits", "nodes")
+    __slots__ = ("bytes", "limits", "max_bytes", "max_depth", "max_nodes", "nodes")
 
     def __init__(self, limits: JsonLimits) -> None:
         self.limits = limits
+        self.max_nodes, self.max_depth, self.max_bytes = (
+            limits.max_nodes,
+            limits.max_depth,
+            limits.max_bytes,
+        )
         self.nodes = 1
         self.bytes = 0
 
@@ -237,11 +242,10 @@ class _Walk:
         raise _NotPlain(_describe(value))
 
     def object(self, value: dict[Any, Any], depth: int) -> FrozenDict:
-        limits = self.limits
-        if depth > limits.max_depth:
+        if depth > self.max_depth:
             raise _NotPlain("too deep")
         self.nodes += dict.__len__(value)
-        if self.nodes > limits.max_nodes:
+        if self.nodes > self.max_nodes:
             self.count(0)
         frozen = {}
         size = 0
@@ -256,6 +260,8 @@ class _Walk:
                     size += len(item) if item.isascii() else utf8_size(item)
                 elif kind is dict:
                     item = self.object(item, depth + 1)
+                elif kind is list:
+                    item = self.array(item, depth + 1)
                 elif kind is int:
                     if not MIN_INT <= item <= MAX_INT:
                         self.scalar(item)
@@ -267,7 +273,7 @@ class _Walk:
                 err.steps.append(key_step(key))
             raise
         self.bytes += size
-        if self.bytes > limits.max_bytes:
+        if self.bytes > self.max_bytes:
             self.add_bytes(0)
         result = _new(FrozenDict)
         _set_data(result, MappingProxyType(frozen))
@@ -279,12 +285,15 @@ class _Walk:
         raise _NotPlain(f"key {_safe_repr(key)} is not a string")
 
     def array(self, value: list[Any] | tuple[Any, ...], depth: int) -> tuple[Any, ...]:
-        limits = self.limits
-        if depth > limits.max_depth:
+        if depth > self.max_depth:
             raise _NotPlain("too deep")
-        items = list.copy(value) if issubclass(type(value), list) else list(tuple.__iter__(value))
+        kind = type(value)
+        if kind is list:
+            items = value.copy()
+        else:
+            items = list.copy(value) if issubclass(kind, list) else list(tuple.__iter__(value))
         self.nodes += len(items)
-        if self.nodes > limits.max_nodes:
+        if self.nodes > self.max_nodes:
             self.count(0)
         size = 0
         index = 0
@@ -298,20 +307,22 @@ class _Walk:
                 elif kind is int:
                     if not MIN_INT <= item <= MAX_INT:
                         self.scalar(item)
+                elif kind is list:
+                    items[index] = self.array(item, depth + 1)
                 elif not (kind is bool or item is None or (kind is float and math.isfinite(item))):
                     items[index] = self.nested(item, depth + 1)
         except _NotPlain as err:
             err.steps.append(f"[{index}]")
             raise
         self.bytes += size
-        if self.bytes > limits.max_bytes:
+        if self.bytes > self.max_bytes:
             self.add_bytes(0)
         return tuple(items)
 
     def reuse(self, value: FrozenDict, depth: int) -> FrozenDict:
         """An already frozen object: counted, never walked."""
         nodes, size, height = _size_of(value)
-        if depth + height - 1 > self.limits.max_depth:
+        if depth + height - 1 > self.max_depth:
             return self.object(dict(value._data), depth)  # walked, to name the place
         self.count(nodes - 1)  # the object itself was counted by its container
         self.add_bytes(size)
@@ -319,13 +330,13 @@ class _Walk:
 
     def count(self, nodes: int) -> None:
         self.nodes += nodes
-        if self.nodes > self.limits.max_nodes:
-            raise _NotPlain(f"more than {self.limits.max_nodes} values")
+        if self.nodes > self.max_nodes:
+            raise _NotPlain(f"more than {self.max_nodes} values")
 
     def add_bytes(self, size: int) -> None:
         self.bytes += size
-        if self.bytes > self.limits.max_bytes:
-            raise _NotPlain(f"more than {self.limits.max_bytes} bytes of text")
+        if self.bytes > self.max_bytes:
+            raise _NotPlain(f"more than {self.max_bytes} bytes of text")
 
 
 def utf8_size(text: str) -> int:

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from turnkit.errors import InvalidMessageError
+from turnkit.messages._count import OverLimit
 from turnkit.messages._json import key_step
 
 T = TypeVar("T")
@@ -56,7 +57,7 @@ def from_wire(value: Any, kind: type[T] | Any, root: str, *, messages: bool = Fa
         return msgspec.convert(value, kind)
     except msgspec.ValidationError as err:
         raise _translate(err, root, messages) from None
-    except InvalidMessageError:
+    except (InvalidMessageError, OverLimit):
         raise
     except Exception as err:  # e.g. a key that is not Unicode text
         raise _unreadable(value, root, err) from None

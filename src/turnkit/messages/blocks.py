@@ -17,15 +17,14 @@ from turnkit.errors import InvalidMessageError
 from turnkit.messages._checks import (
     check_base64,
     check_http_url,
-    check_json_object,
     check_media_type,
-    clean_str,
     kind_of,
     need_bool,
     need_choice,
     need_str,
 )
-from turnkit.messages._json import thaw
+from turnkit.messages._count import state as _counting
+from turnkit.messages._json import freeze_object, thaw
 from turnkit.messages._wire import from_wire
 
 __all__ = [
@@ -74,7 +73,7 @@ class Base64Source(_Frozen, tag="base64", tag_field="type"):
     data: str
 
     def __post_init__(self) -> None:
-        if not clean_str(self.media_type):
+        if not (type(self.media_type) is str and self.media_type.isascii()):
             force_setattr(self, "media_type", need_str(self.media_type, "media_type"))
         check_media_type(self.media_type, "media_type", image=False)
         if type(self.data) is not str:
@@ -98,7 +97,7 @@ class UrlSource(_Frozen, tag="url", tag_field="type"):
     def __post_init__(self) -> None:
         force_setattr(self, "url", check_http_url(self.url, "url"))
         if self.media_type is not None:
-            if not clean_str(self.media_type):
+            if not (type(self.media_type) is str and self.media_type.isascii()):
                 force_setattr(self, "media_type", need_str(self.media_type, "media_type"))
             check_media_type(self.media_type, "media_type", image=False)
 
@@ -131,10 +130,12 @@ class TextBlock(_Frozen, tag="text", tag_field="type"):
     cache: CacheControl | None = None
 
     def __post_init__(self) -> None:
-        if not clean_str(self.text):
+        if not (type(self.text) is str and self.text.isascii()):
             force_setattr(self, "text", need_str(self.text, "text"))
         if self.cache is not None and not issubclass(type(self.cache), CacheControl):
             force_setattr(self, "cache", from_wire(self.cache, CacheControl, "cache"))
+        if (count := _counting.count) is not None:
+            count.block(len(self.text))
 
     def to_dict(self) -> dict[str, Any]:
         if self.cache is None:
@@ -150,6 +151,8 @@ class ImageBlock(_Frozen, tag="image", tag_field="type"):
 
     def __post_init__(self) -> None:
         _source(self, image=True)
+        if (count := _counting.count) is not None:
+            count.block(0)
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": "image", "source": self.source.to_dict()}
@@ -164,8 +167,10 @@ class FileBlock(_Frozen, tag="file", tag_field="type"):
 
     def __post_init__(self) -> None:
         _source(self, image=False)
-        if not clean_str(self.filename) or not self.filename:
+        if not (type(self.filename) is str and self.filename.isascii()) or not self.filename:
             force_setattr(self, "filename", need_str(self.filename, "filename", non_empty=True))
+        if (count := _counting.count) is not None:
+            count.block(0)
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": "file", "source": self.source.to_dict(), "filename": self.filename}
@@ -180,12 +185,15 @@ class ThinkingBlock(_Frozen, tag="thinking", tag_field="type"):
     redacted: bool = False
 
     def __post_init__(self) -> None:
-        if not clean_str(self.thinking):
+        if not (type(self.thinking) is str and self.thinking.isascii()):
             force_setattr(self, "thinking", need_str(self.thinking, "thinking"))
-        if self.signature is not None and not clean_str(self.signature):
-            force_setattr(self, "signature", need_str(self.signature, "signature"))
+        signature = self.signature
+        if signature is not None and not (type(signature) is str and signature.isascii()):
+            force_setattr(self, "signature", need_str(signature, "signature"))
         if self.redacted is not False:
             need_bool(self.redacted, "redacted")
+        if (count := _counting.count) is not None:
+            count.block(len(self.thinking))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": "thinking", "thinking": self.thinking}
@@ -205,11 +213,11 @@ class ToolUseBlock(_Frozen, tag="tool_use", tag_field="type"):
     input: Any
 
     def __post_init__(self) -> None:
-        if not clean_str(self.id) or not self.id:
+        if not (type(self.id) is str and self.id.isascii()) or not self.id:
             force_setattr(self, "id", need_str(self.id, "id", non_empty=True))
-        if not clean_str(self.name) or not self.name:
+        if not (type(self.name) is str and self.name.isascii()) or not self.name:
             force_setattr(self, "name", need_str(self.name, "name", non_empty=True))
-        force_setattr(self, "input", check_json_object(self.input, "input"))
+        force_setattr(self, "input", freeze_object(self.input, "input"))
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": "tool_use", "id": self.id, "name": self.name, "input": thaw(self.input)}
@@ -228,13 +236,12 @@ class ToolResultBlock(_Frozen, tag="tool_result", tag_field="type"):
     is_error: bool = False
 
     def __post_init__(self) -> None:
-        if not clean_str(self.tool_use_id) or not self.tool_use_id:
-            force_setattr(
-                self, "tool_use_id", need_str(self.tool_use_id, "tool_use_id", non_empty=True)
-            )
+        call_id = self.tool_use_id
+        if not (type(call_id) is str and call_id.isascii()) or not call_id:
+            force_setattr(self, "tool_use_id", need_str(call_id, "tool_use_id", non_empty=True))
         content = self.content
-        if issubclass(type(content), str):
-            if not clean_str(content):
+        if type(content) is str or issubclass(type(content), str):
+            if not (type(content) is str and content.isascii()):
                 force_setattr(self, "content", need_str(content, "content"))
         elif type(content) is not tuple or not _all_result_parts(content):
             force_setattr(self, "content", _result_parts(content))
@@ -244,6 +251,13 @@ class ToolResultBlock(_Frozen, tag="tool_result", tag_field="type"):
             and not issubclass(type(self.content), str)
         ):
             raise InvalidMessageError("content", "must be a string when is_error is true")
+        if (count := _counting.count) is not None:
+            content = self.content
+            if type(content) is str:
+                count.block(len(content))
+            else:
+                count.block(0)
+                count.parts(len(content))
 
     def to_dict(self) -> dict[str, Any]:
         content = self.content

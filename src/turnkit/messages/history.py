@@ -90,28 +90,27 @@ def _normalized_from(messages: Sequence[Message], start: int) -> tuple[list[Mess
     while index < count:
         step, written = index, len(out)
         message = messages[index]
+        index += 1
         content = message.content
         if len(content) == 1 and type(content[0]) is TextBlock:
             append(message)  # most messages: nothing to repair
-            index += 1
             continue
-        kinds = set(map(type, content))
-        if message.role == "assistant" and ToolUseBlock in kinds:
-            calls = [b for b in content if type(b) is ToolUseBlock]
-            following = messages[index + 1] if index + 1 < count else None
-            answer = following if following is not None and following.role == "user" else None
-            append(message)
-            append(_answer_calls(calls, answer))
-            index += 2 if answer is not None else 1
-            continue
-        if message.role == "user" and ToolResultBlock in kinds:
+        kinds = tuple(map(type, content))  # one look at the block types
+        if message.role == "assistant":
+            if ToolUseBlock in kinds:
+                calls = [b for b in content if type(b) is ToolUseBlock]
+                following = messages[index] if index < count else None
+                answer = following if following is not None and following.role == "user" else None
+                append(message)
+                append(_answer_calls(calls, answer))
+                index += answer is not None
+                continue
+        elif ToolResultBlock in kinds:  # results with no call right before them
             kept = tuple(b for b in content if type(b) is not ToolResultBlock)
             if kept:
                 append(message.clone(content=kept))
-            index += 1
             continue
         append(message)
-        index += 1
     return out, step, written
 
 

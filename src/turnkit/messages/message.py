@@ -90,19 +90,22 @@ class Message(_Frozen):
             role = _role(role)
             force_setattr(self, "role", role)
         content = self.content
-        allowed = _ALLOWED_BLOCKS[role]
-        if type(content) is not tuple or not allowed.issuperset(map(type, content)):
-            if type(content) is not tuple or not all(
-                issubclass(type(b), BLOCK_TYPES) for b in content
-            ):
-                content = _content_from(content)
-                force_setattr(self, "content", content)
+        if type(content) is tuple:
+            kinds = tuple(map(type, content))
+            if not _ALLOWED_BLOCKS[role].issuperset(kinds):
+                if not all(issubclass(kind, BLOCK_TYPES) for kind in kinds):
+                    content = _content_from(content)
+                    force_setattr(self, "content", content)
+                _check_placement(content, role)
+            elif kinds.count(ToolUseBlock) > 1:
+                _check_unique_ids(content)
+        else:
+            content = _content_from(content)
+            force_setattr(self, "content", content)
             _check_placement(content, role)
-        elif role == "assistant":
-            _check_unique_ids(content)
         if self.type != "standard" or type(self.type) is not str:
             force_setattr(self, "type", need_choice(self.type, "type", MESSAGE_TYPES))
-        if self.id is not None and not clean_str(self.id):
+        if self.id is not None and not (type(self.id) is str and self.id.isascii()):
             force_setattr(self, "id", need_str(self.id, "id"))
         if self.metadata is not None:
             force_setattr(self, "metadata", check_json_object(self.metadata, "metadata"))

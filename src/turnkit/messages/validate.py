@@ -1,9 +1,14 @@
-"""Validation at the API boundary: dicts or objects in, canonical objects out."""
+"""Validation at the API boundary: dicts or objects in, canonical objects out.
+
+Sizes are counted as msgspec builds (:mod:`turnkit.messages._count`): one
+walk over the caller's data, which counts and builds.
+"""
 
 from __future__ import annotations
 
 from turnkit.errors import InvalidMessageError
 from turnkit.messages._checks import kind_of
+from turnkit.messages._count import Count, OverLimit
 from turnkit.messages._limits import get_json_limits
 from turnkit.messages._wire import from_wire
 from turnkit.messages.blocks import Block, ToolUseBlock
@@ -20,10 +25,22 @@ def validate_messages(value: object, *, path: str = "messages") -> tuple[Message
     data is never read twice. Raises :class:`InvalidMessageError` naming the
     first problem, e.g. ``messages[1].content[0].source.data: not canonical base64``.
     """
-    if not issubclass(type(value), (list, tuple)):
+    kind = type(value)
+    if kind is tuple or kind is list:
+        for message in value:  # type: ignore[attr-defined]
+            if type(message) is not Message:
+                break
+        else:  # all built already: nothing to build or count
+            messages = tuple(value)  # type: ignore[arg-type]
+            _check_unique_tool_ids(messages, path)
+            return messages
+    elif not issubclass(kind, (list, tuple)):
         raise InvalidMessageError(path, f"expected a list of messages, got {kind_of(value)}")
-    _check_count(value, path, messages=True)
-    messages = from_wire(value, tuple[Message, ...], path, messages=True)
+    try:
+        with Count(get_json_limits(), _messages_and_blocks(value)):
+            messages = from_wire(value, tuple[Message, ...], path, messages=True)
+    except OverLimit as over:
+        raise _over_limit(over, path) from None
     _check_unique_tool_ids(messages, path)
     return messages
 
@@ -40,68 +57,32 @@ def _items(value: object) -> list[object] | tuple[object, ...] | None:
     return None
 
 
-def _check_count(value: object, path: str, *, messages: bool) -> None:
-    """Refuse, before building anything, a list of more than ``max_nodes`` messages,
-    blocks and tool_result parts, or whose text (of text and thinking blocks and
-    tool results) is over ``max_bytes`` characters. Lists and strings shared many
-    times over count each time, as they would be written out."""
-    limits = get_json_limits()
+def _messages_and_blocks(value: object) -> int:
+    """The messages of a list and the blocks of those given as dicts (each
+    time a list appears), read before anything is built (see ``_count``)."""
     items = _items(value) or ()
-    seen: dict[int, tuple[object, int, int]] = {}
-    nodes, chars = len(items), 0
-    if not messages:
-        nodes, chars = _measure(items, seen)
-    else:
-        max_nodes, max_chars = limits.max_nodes, limits.max_bytes
-        for item in items:
-            kind = type(item)
-            if kind is dict or (kind is not Message and issubclass(kind, dict)):
-                content = dict.get(item, "content")  # type: ignore[arg-type]
-                if type(content) is not list:
-                    content = _items(content)
-                if content is not None:
-                    inner = _measure(content, seen)
-                    nodes += inner[0]
-                    chars += inner[1]
-                    if nodes > max_nodes or chars > max_chars:
-                        break
-    if nodes > limits.max_nodes:
-        problem = f"more than {limits.max_nodes} messages, blocks and parts (JsonLimits.max_nodes)"
-        raise InvalidMessageError(path, problem)
-    if chars > limits.max_bytes:
+    nodes = len(items)
+    for item in items:
+        kind = type(item)
+        if kind is dict or (kind is not Message and issubclass(kind, dict)):
+            content = dict.get(item, "content")  # type: ignore[arg-type]
+            kind = type(content)
+            if kind is list or kind is tuple:
+                nodes += len(content)  # type: ignore[arg-type]
+            elif issubclass(kind, list):
+                nodes += list.__len__(content)  # type: ignore[arg-type]
+            elif issubclass(kind, tuple):
+                nodes += tuple.__len__(content)  # type: ignore[arg-type]
+    return nodes
+
+
+def _over_limit(over: OverLimit, path: str) -> InvalidMessageError:
+    limits = get_json_limits()
+    if over.what == "chars":
         problem = f"more than {limits.max_bytes} characters of text (JsonLimits.max_bytes)"
-        raise InvalidMessageError(path, problem)
-
-
-_TEXT_FIELDS = {"text": "text", "thinking": "thinking", "tool_result": "content"}
-
-
-def _measure(
-    blocks: list[object] | tuple[object, ...], seen: dict[int, tuple[object, int, int]]
-) -> tuple[int, int]:
-    """(blocks and parts, characters of text) in ``blocks``; a list met before is
-    not read again (``seen`` keeps each list alive, so its id stays its own)."""
-    key = id(blocks)
-    if key in seen:
-        known = seen[key]
-        return known[1], known[2]
-    nodes, chars = len(blocks), 0
-    get, fields = dict.get, _TEXT_FIELDS
-    for block in blocks:
-        if type(block) is not dict and not issubclass(type(block), dict):
-            continue
-        kind = get(block, "type")  # type: ignore[arg-type]
-        field = fields.get(kind) if type(kind) is str else None  # exact: no caller __eq__
-        if field is None:
-            continue
-        text = get(block, field)  # type: ignore[arg-type]
-        if type(text) is str:
-            chars += len(text)
-        elif field == "content" and (parts := _items(text)) is not None:
-            inner = _measure(parts, seen)
-            nodes, chars = nodes + inner[0], chars + inner[1]
-    seen[key] = (blocks, nodes, chars)
-    return nodes, chars
+    else:
+        problem = f"more than {limits.max_nodes} messages, blocks and parts (JsonLimits.max_nodes)"
+    return InvalidMessageError(path, problem)
 
 
 def _check_unique_tool_ids(messages: tuple[Message, ...], path: str) -> None:
@@ -128,8 +109,11 @@ def validate_blocks(value: object, *, path: str = "blocks") -> tuple[Block, ...]
     """
     if not issubclass(type(value), (list, tuple)):
         raise InvalidMessageError(path, f"expected a list of content blocks, got {kind_of(value)}")
-    _check_count(value, path, messages=False)
-    blocks = from_wire(value, tuple[Block, ...], path)
+    try:
+        with Count(get_json_limits(), len(_items(value) or ())):
+            blocks = from_wire(value, tuple[Block, ...], path)
+    except OverLimit as over:
+        raise _over_limit(over, path) from None
     seen: set[str] = set()
     for index, block in enumerate(blocks):
         if type(block) is ToolUseBlock:

@@ -30,6 +30,7 @@ from turnkit.providers.base import Model, ModelEvent, ModelRequest, ModelRespons
 from turnkit.providers.edges import (
     file_media_type,
     provider_error,
+    sdk_error,
     tool_call,
     transport_errors,
     usage,
@@ -80,6 +81,8 @@ class AnthropicModel(Model):
             reply = await self.client.messages.create(**params)
         except (anthropic.APIError, *transport_errors()) as err:
             raise provider_error(err, PROVIDER, sdk_retries=self.max_retries) from err
+        except Exception as err:  # the SDK refused to send it (edges.sdk_error)
+            raise sdk_error(err, PROVIDER) from err
         return self.parse(reply)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
@@ -99,6 +102,8 @@ class AnthropicModel(Model):
                 final = await stream.get_final_message()
         except (anthropic.APIError, *transport_errors()) as err:
             raise provider_error(err, PROVIDER, sdk_retries=self.max_retries) from err
+        except Exception as err:  # the SDK refused to send it (edges.sdk_error)
+            raise sdk_error(err, PROVIDER) from err
         yield ModelEvent("done", response=self.parse(final))
 
     # -- request -------------------------------------------------------------

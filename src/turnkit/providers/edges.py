@@ -10,9 +10,12 @@ functions, so the providers cannot disagree:
   before any request is sent. Nothing is dropped.
 - :func:`drop_empty_text`: text that is empty or only whitespace is not
   sent, by any provider (Anthropic refuses it everywhere, Gemini refuses
-  empty parts); a message left with nothing is not sent either.
+  empty parts); a message with nothing in it (``content: []``, or left
+  with nothing) is not sent either (Anthropic refuses it).
 - :func:`check_history_start`: a request with no user or assistant message
-  raises :class:`InvalidMessageError`; one whose first message is the
+  left to send raises :class:`InvalidMessageError` ("nothing to send")
+  before any request (OpenAI refuses ``[]``, the Gemini SDK raises its own
+  ``ValueError``); one whose first message is the
   assistant's gets :data:`HISTORY_START` as a user message before it
   (Anthropic and Gemini refuse a history that starts with the model).
 - :func:`tool_call`: tool-call arguments from a model that are not a JSON
@@ -24,6 +27,8 @@ functions, so the providers cannot disagree:
 - :func:`provider_error`: any SDK or transport error as a
   :class:`ProviderError` (status, the provider's message, ``retryable``,
   ``retry_after``); a stream broken mid-way is retryable for every provider.
+  :func:`sdk_error`: anything else an SDK raises (a request it will not
+  send, a missing key) as a ProviderError too, not retryable.
 - :func:`usage`: token counts in one shape: ``input_tokens`` is the input
   not read from or written to the cache, ``cache_read_tokens`` and
   ``cache_write_tokens`` the cached parts, each counted once.
@@ -64,6 +69,7 @@ __all__ = [
     "raw_arguments_problem",
     "refuse",
     "retry_after_seconds",
+    "sdk_error",
     "tool_call",
     "transport_errors",
     "usage",
@@ -214,13 +220,14 @@ def file_media_type(block: FileBlock) -> str:
 
 
 def drop_empty_text(messages: Sequence[Message]) -> tuple[Message, ...]:
-    """``messages`` without empty or whitespace-only text, and without emptied messages.
+    """``messages`` without empty or whitespace-only text, and without messages
+    that hold nothing (given with no content, or emptied here).
 
     A tool result whose parts were all empty text keeps an empty string.
     """
     out = []
     for message in messages:
-        if not any(_has_empty_text(b) for b in message.content):
+        if message.content and not any(_has_empty_text(b) for b in message.content):
             out.append(message)
             continue
         content = tuple(_without_empty_text(b) for b in message.content if not _is_blank(b))
@@ -256,8 +263,8 @@ def check_history_start(messages: Sequence[Message]) -> tuple[Message, ...]:
     if not messages:
         raise InvalidMessageError(
             "messages",
-            "nothing to send: the request has no user or assistant message with content "
-            "(empty and whitespace-only text is not sent)",
+            "nothing to send: the history has no user or assistant message with content "
+            "(messages with no blocks, and empty or whitespace-only text, are not sent)",
         )
     if messages[0].role == "assistant":
         return (Message.user(HISTORY_START), *messages)
@@ -411,6 +418,21 @@ def provider_error(err: BaseException, provider: str, *, sdk_retries: int = 0) -
         retryable=retryable,
         retry_after=retry_after_seconds(headers),
         retried=retryable and sdk_retries > 0,
+    )
+
+
+def sdk_error(err: Exception, provider: str) -> ProviderError:
+    """A ProviderError for what an SDK raised that is not one of its API or
+    transport errors: it refused the call before sending anything (e.g. the
+    Gemini SDK's ``ValueError``, a client with no API key). Trying again
+    cannot help."""
+    try:
+        text = str(err)
+    except Exception:
+        text = ""
+    kind = type(err).__name__
+    return ProviderError(
+        f"the SDK raised {kind}: {text}" if text else f"the SDK raised {kind}", provider=provider
     )
 
 

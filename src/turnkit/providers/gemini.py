@@ -41,6 +41,7 @@ from turnkit.providers.edges import (
     file_media_type,
     provider_error,
     refuse,
+    sdk_error,
     tool_call,
     transport_errors,
     usage,
@@ -87,6 +88,8 @@ class GeminiModel(Model):
             reply = await self.client.aio.models.generate_content(**params)
         except (errors.APIError, *transport_errors()) as err:
             raise provider_error(err, PROVIDER, sdk_retries=self.max_retries) from err
+        except Exception as err:  # the SDK refused to send it (edges.sdk_error)
+            raise sdk_error(err, PROVIDER) from err
         candidate = reply.candidates[0] if reply.candidates else None
         parts = list(candidate.content.parts or []) if candidate and candidate.content else []
         return self.parse(parts, candidate, reply.usage_metadata)
@@ -108,6 +111,8 @@ class GeminiModel(Model):
                         yield ModelEvent(kind, text=part.text)
         except (errors.APIError, *transport_errors()) as err:
             raise provider_error(err, PROVIDER, sdk_retries=self.max_retries) from err
+        except Exception as err:  # the SDK refused to send it (edges.sdk_error)
+            raise sdk_error(err, PROVIDER) from err
         response = self.parse(parts, candidate, usage)
         for call in response.tool_calls:
             yield ModelEvent("tool_use", tool_call=call)

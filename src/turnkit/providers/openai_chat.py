@@ -57,6 +57,7 @@ from turnkit.providers.base import Model, ModelEvent, ModelRequest, ModelRespons
 from turnkit.providers.edges import (
     provider_error,
     refuse,
+    sdk_error,
     tool_call,
     transport_errors,
     usage,
@@ -128,6 +129,8 @@ class OpenAIChatModel(Model):
             completion = await self.client.chat.completions.create(**params)
         except (openai.APIError, *transport_errors()) as err:
             raise provider_error(err, self.provider, sdk_retries=self.max_retries) from err
+        except Exception as err:  # the SDK refused to send it (edges.sdk_error)
+            raise sdk_error(err, self.provider) from err
         return self.parse(completion)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
@@ -142,6 +145,8 @@ class OpenAIChatModel(Model):
                         yield event
         except (openai.APIError, *transport_errors()) as err:
             raise provider_error(err, self.provider, sdk_retries=self.max_retries) from err
+        except Exception as err:  # the SDK refused to send it (edges.sdk_error)
+            raise sdk_error(err, self.provider) from err
         for event in state.close():
             yield event
         yield ModelEvent("done", response=self._response(state.done))

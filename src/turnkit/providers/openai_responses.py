@@ -81,6 +81,7 @@ from turnkit.providers.edges import (
     failure_reported,
     provider_error,
     refuse,
+    sdk_error,
     tool_call,
     transport_errors,
     usage,
@@ -136,11 +137,13 @@ class OpenAIResponsesModel(Model):
             reply = await self.client.responses.create(**params)
         except (openai.APIError, *transport_errors()) as err:
             raise provider_error(err, PROVIDER, sdk_retries=self.max_retries) from err
+        except Exception as err:  # the SDK refused to send it (edges.sdk_error)
+            raise sdk_error(err, PROVIDER) from err
         return self.parse(reply)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         params = await self.build_params(request)
-        final = None
+        final = failure = None
         try:
             events = await self.client.responses.create(**params, stream=True)
             async with events:
@@ -148,11 +151,16 @@ class OpenAIResponsesModel(Model):
                     if event.type in _FINAL_EVENTS:
                         final = event.response
                     elif event.type == "error":
-                        raise failure_reported(event.message, event.code, PROVIDER)
+                        failure = failure_reported(event.message, event.code, PROVIDER)
+                        break
                     elif (out := _stream_event(event)) is not None:
                         yield out
         except (openai.APIError, *transport_errors()) as err:
             raise provider_error(err, PROVIDER, sdk_retries=self.max_retries) from err
+        except Exception as err:  # the SDK refused to send it (edges.sdk_error)
+            raise sdk_error(err, PROVIDER) from err
+        if failure is not None:
+            raise failure
         if final is None:
             message = "the response stream ended before the response was complete"
             raise ProviderError(message, provider=PROVIDER, retryable=True)

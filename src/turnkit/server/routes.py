@@ -78,11 +78,8 @@ def _session_routes(router: APIRouter, app: Any) -> None:
     )
     async def create_session(body: CreateSession, response: Response) -> SessionOut:
         """A new session of ``agent``; with ``key``, the existing one of that key (200)."""
-        found = None
-        if body.key is not None and body.agent in app.agents:
-            found = await app.find_session(body.agent, body.key)
-        session = found or await app.create_session(body.agent, body.key, body.data)
-        if found is not None:
+        session, created = await app.open_session(body.agent, body.key, body.data)
+        if not created:
             response.status_code = 200
         return session_out(session)
 

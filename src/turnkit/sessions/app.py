@@ -2,7 +2,12 @@
 
 See SPEC section 7. ``async with app`` (or ``with app``) opens the database,
 launches DBOS and starts running turns in this process; every method needs
-it, and every async method has a ``_sync`` twin.
+it, and every public coroutine has a ``_sync`` twin with its signature.
+
+The App is the façade: it checks arguments and hands them to the started
+:class:`~turnkit.sessions.runtime.runtime.Runtime`. Extensions (the
+channels) attach through :meth:`App.extend`; they and the server use the
+public methods and :attr:`App.runtime`, never this class's private names.
 """
 
 from __future__ import annotations
@@ -10,18 +15,32 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from datetime import datetime
+from typing import Any, Protocol
 
 from turnkit._sync import run_sync
 from turnkit.errors import InvalidInputError
 from turnkit.messages import Message
-from turnkit.sessions import _checks as check
+from turnkit.sessions.db.inputs import NewInput
+from turnkit.sessions.db.store import TurnEnded, Tx
 from turnkit.sessions.definitions import Definitions
-from turnkit.sessions.inputs import AgentInput
-from turnkit.sessions.records import Event, Receipt, Session, Turn
-from turnkit.sessions.store import NewInput
+from turnkit.sessions.model import checks as check
+from turnkit.sessions.model.inputs import AgentInput
+from turnkit.sessions.model.records import Event, Receipt, Session, Turn
+from turnkit.sessions.runtime.runtime import Runtime, Settings
 
-__all__ = ["App"]
+__all__ = ["App", "Extension"]
+
+
+class Extension(Protocol):
+    """Something that runs with an App (the channels are one): told of every turn's
+    end in its transaction, started after the runtime opens, stopped before it closes."""
+
+    def turn_ended(self, tx: Tx, ended: TurnEnded) -> None: ...
+
+    def start(self, app: App) -> None: ...
+
+    async def stop(self) -> None: ...
 
 
 class App(Definitions):
@@ -31,13 +50,15 @@ class App(Definitions):
     None reads ``$TURNKIT_DATABASE_URL``, else uses SQLite at
     ``./.turnkit/turnkit.db`` (created on first use). ``executor_id`` names
     this process to DBOS (give each process sharing a database its own);
-    ``polling_interval`` is how often the turn queue is checked, in seconds.
-    ``workers=False`` runs no turns in this process (it sends, reads and
-    follows; processes with workers run the turns). Every process that runs
-    turns on a database must define the same agents. ``fire_schedules=False``
-    leaves firing schedules to other processes or to explicit
-    ``run_schedules(now)`` calls (tests); by default a started App calls it
-    at start and each minute.
+    ``polling_interval`` is how often DBOS's queue is checked, in seconds
+    (the queue only carries turns this process could not start at once).
+    ``max_running``: how many sessions run a turn here at once; more wait on
+    the queue for any process with a free slot. ``workers=False`` runs no
+    turns in this process (it sends, reads and follows; processes with
+    workers run the turns). Every process that runs turns on a database must
+    define the same agents. ``fire_schedules=False`` leaves firing schedules
+    to other processes or to explicit ``run_schedules(now)`` calls (tests);
+    by default a started App calls it at start and each minute.
 
     >>> app = App("sqlite:///demo.db")
     >>> @app.agent("greeter", model="local")
@@ -53,48 +74,52 @@ class App(Definitions):
         polling_interval: float = 0.02,
         workers: bool = True,
         fire_schedules: bool = True,
+        max_running: int = 8,
     ) -> None:
-        self._database_url = database_url
-        self._executor_id = executor_id or os.environ.get("TURNKIT_EXECUTOR_ID") or "local"
-        self._polling_interval = polling_interval
-        self._workers = workers
+        if type(max_running) is not int or max_running < 1:
+            raise ValueError(f"App: max_running must be an int >= 1, got {max_running!r}")
         super().__init__()
-        self._core: Any = None
+        executor = executor_id or os.environ.get("TURNKIT_EXECUTOR_ID") or "local"
+        self._settings = Settings(database_url, executor, polling_interval, workers, max_running)
+        self._runtime: Runtime | None = None
         self._webhooks: dict[str, Any] = {}
         self._schedules: dict[str, Any] = {}
         self._fire_schedules = fire_schedules
         self._ticker: Any = None
-        self._channels: dict[str, Any] = {}  # provider -> channel (turnkit.channels)
-        self._delivery: Any = None
+        self._extensions: list[Extension] = []
 
     # -- lifecycle -----------------------------------------------------------
 
+    def extend(self, extension: Extension) -> None:
+        """Run ``extension`` with this App (before it starts)."""
+        if self._runtime is not None:
+            raise RuntimeError("extend the App before it starts")
+        self._extensions.append(extension)
+
     async def start(self) -> None:
         """Open the database and run turns in this process (``async with app`` calls it)."""
-        if self._core is not None:
+        if self._runtime is not None:
             raise RuntimeError("this App is already started")
-        from turnkit.sessions.core import Core
-
-        core = Core(
-            self, self._database_url, self._executor_id, self._polling_interval, self._workers
-        )
-        await asyncio.to_thread(core.open)
-        self._core = core
+        runtime = Runtime(self, self._settings, self._extensions)
+        await asyncio.to_thread(runtime.open)
+        self._runtime = runtime
         if self._fire_schedules:
-            from turnkit.sessions.schedules import ScheduleTicker
+            from turnkit.sessions.sources.schedules import ScheduleTicker
 
-            self._ticker = ScheduleTicker(self)
-        self._start_channels(core)
+            self._ticker = ScheduleTicker(self.run_schedules, lambda: bool(self._schedules))
+        for extension in self._extensions:
+            extension.start(self)
 
     async def stop(self) -> None:
         """Stop running turns here; unfinished ones resume at the next start."""
-        await self._stop_channels()
+        for extension in reversed(self._extensions):
+            await extension.stop()
         ticker, self._ticker = self._ticker, None
         if ticker is not None:
             await ticker.stop()
-        core, self._core = self._core, None
-        if core is not None:
-            await asyncio.to_thread(core.close)
+        runtime, self._runtime = self._runtime, None
+        if runtime is not None:
+            await asyncio.to_thread(runtime.close)
 
     async def __aenter__(self) -> App:
         await self.start()
@@ -110,10 +135,22 @@ class App(Definitions):
     def __exit__(self, *exc: object) -> None:
         run_sync(self.stop())
 
-    def _running(self) -> Any:
-        if self._core is None:
+    @property
+    def runtime(self) -> Runtime:
+        """The started App's running parts (for extensions and the server)."""
+        if self._runtime is None:
             raise RuntimeError("the App is not started: use `async with app:` (or `with app:`)")
-        return self._core
+        return self._runtime
+
+    @property
+    def started(self) -> bool:
+        """Whether the App is started (between ``start`` and ``stop``)."""
+        return self._runtime is not None
+
+    @property
+    def executor_id(self) -> str:
+        """The id this process runs turns under."""
+        return self._settings.executor_id
 
     # -- sessions ------------------------------------------------------------
 
@@ -121,29 +158,39 @@ class App(Definitions):
         self, agent: str, key: str | None = None, data: dict[str, Any] | None = None
     ) -> Session:
         """A new session of ``agent``; with a ``key``, the existing one of that key if any."""
-        core = self._running()
+        session, _ = await self.open_session(agent, key, data)
+        return session
+
+    async def open_session(
+        self, agent: str, key: str | None = None, data: dict[str, Any] | None = None
+    ) -> tuple[Session, bool]:
+        """As :meth:`create_session`, and whether the session is new (one transaction)."""
+        runtime = self.runtime
         self.agent_named(agent)
         key = check.check_key(key, "key")
         values = check.check_data(data)
-        session, _ = await asyncio.to_thread(core.store.create_session, agent, key, values)
-        return session
+        return await asyncio.to_thread(runtime.open_session, agent, key, values)
 
     async def get_session(self, session_id: str) -> Session:
-        return await asyncio.to_thread(self._running().store.session, _id(session_id))
+        return await asyncio.to_thread(self.runtime.store.session, _id(session_id))
+
+    async def find_session(self, agent: str, key: str) -> Session | None:
+        """The session of ``agent`` with ``key``, or None; nothing is created."""
+        runtime = self.runtime
+        key = check.check_key(key, "key")  # type: ignore[assignment]
+        return await asyncio.to_thread(runtime.store.find_session, agent, key)
 
     async def history(self, session_id: str) -> list[Message]:
         """The session's durable conversation, oldest first."""
-        core = self._running()
-        await asyncio.to_thread(core.store.session_agent, _id(session_id))
-        return list(await asyncio.to_thread(core.store.history, session_id))
+        store = self.runtime.store
+        await asyncio.to_thread(store.session_agent, _id(session_id))
+        return list(await asyncio.to_thread(store.history, session_id))
 
     async def end_session(self, session_id: str) -> Session:
         """End the session: queued turns are cancelled, the running one too; sends then raise."""
-        core = self._running()
-        running = await asyncio.to_thread(core.store.end_session, _id(session_id))
-        for turn_id in running:
-            await asyncio.to_thread(core.cancel_turn, turn_id, "session_ended")
-        return await asyncio.to_thread(core.store.session, session_id)
+        runtime = self.runtime
+        await asyncio.to_thread(runtime.end_session, _id(session_id))
+        return await asyncio.to_thread(runtime.store.session, session_id)
 
     async def send(
         self,
@@ -156,7 +203,7 @@ class App(Definitions):
         channel: Any = None,
     ) -> Receipt:
         """Give the session an input; it is durable when this returns."""
-        core = self._running()
+        runtime = self.runtime
         new = NewInput(
             check.check_source(source),
             check.check_text(text),
@@ -170,34 +217,40 @@ class App(Definitions):
         channel_dict = check.check_channel(channel)
         if channel_dict is not None:
             new.details["channel"] = channel_dict
-        return await asyncio.to_thread(core.store.accept_input, _id(session_id), new)
+        return await asyncio.to_thread(runtime.accept, _id(session_id), new)
 
     async def wait(self, turn_id: str, timeout: float | None = None) -> Turn:
         """The turn once it is terminal; ``TimeoutError`` after ``timeout`` seconds."""
-        return await self._running().wait_turn(_id(turn_id, "turn_id"), timeout)
+        return await self.runtime.wait_turn(_id(turn_id, "turn_id"), timeout)
+
+    async def get_turn(self, turn_id: str) -> Turn:
+        """The turn as it is now (``TurnNotFoundError`` for an unknown id)."""
+        return await asyncio.to_thread(self.runtime.store.turn, _id(turn_id, "turn_id"))
+
+    async def input(self, turn_id: str) -> AgentInput:
+        """The input a turn runs on."""
+        return (await self.get_turn(turn_id)).input
 
     async def events(
         self, session_id: str, after: int = 0, limit: int | None = None
     ) -> list[Event]:
         """The session's events with ``seq`` above ``after``, oldest first."""
-        core = self._running()
-        return await asyncio.to_thread(core.store.events, _id(session_id), _seq(after), limit)
+        store = self.runtime.store
+        return await asyncio.to_thread(store.events, _id(session_id), _seq(after), limit)
 
     async def follow(self, session_id: str, after: int = 0) -> AsyncIterator[Event]:
         """Every event after ``after``, then each new one as it is written (any process).
 
         Ends once the session has ended and its last event was given.
         """
-        core = self._running()
-        async for event in core.follow(_id(session_id), _seq(after)):
+        runtime = self.runtime
+        async for event in runtime.follow(_id(session_id), _seq(after)):
             yield event
 
     async def cancel(self, session_id: str) -> str | None:
         """Cancel the session's running turn (reason ``cancelled``); its id, or None."""
-        core = self._running()
-        running = await asyncio.to_thread(core.store.running_turns, _id(session_id))
-        for turn_id in running:
-            await asyncio.to_thread(core.cancel_turn, turn_id, "cancelled")
+        runtime = self.runtime
+        running = await asyncio.to_thread(runtime.cancel_running, _id(session_id), "cancelled")
         return running[0] if running else None
 
     async def subscribe(
@@ -205,22 +258,21 @@ class App(Definitions):
     ) -> str:
         """Deliver each terminal turn of ``to_session`` (or of any session of
         ``to_agent``) to ``session_id`` as an ``event`` input; the subscription's id."""
-        from turnkit.sessions.subscriptions import subscribe
+        from turnkit.sessions.sources.subscriptions import subscribe
 
-        core = self._running()
+        store = self.runtime.store
         to_session, to_agent = self._watched(to_session, to_agent)
-        return await asyncio.to_thread(subscribe, core.store, _id(session_id), to_session, to_agent)
+        return await asyncio.to_thread(subscribe, store, _id(session_id), to_session, to_agent)
 
     async def unsubscribe(
         self, session_id: str, to_session: str | None = None, to_agent: str | None = None
     ) -> bool:
         """Stop a subscription; whether there was one."""
-        from turnkit.sessions.subscriptions import unsubscribe
+        from turnkit.sessions.sources.subscriptions import unsubscribe
 
-        core = self._running()
+        store = self.runtime.store
         to_session, to_agent = self._watched(to_session, to_agent)
-        session_id = _id(session_id)
-        return await asyncio.to_thread(unsubscribe, core.store, session_id, to_session, to_agent)
+        return await asyncio.to_thread(unsubscribe, store, _id(session_id), to_session, to_agent)
 
     def _watched(self, to_session: object, to_agent: object) -> tuple[str | None, str | None]:
         if (to_session is None) == (to_agent is None):
@@ -231,84 +283,23 @@ class App(Definitions):
             _id(to_session, "to_session")
         return to_session, to_agent  # type: ignore[return-value]
 
-    async def _delegate(self, scope: Any, agent: str, task: str, payload: Any, wait: bool) -> str:
-        """A subagent tool call: the child session and its turn, keyed by the call."""
-        from turnkit.sessions.subagents import child_result, started
-        from turnkit.sessions.subscriptions import subscribe
-
-        core = self._running()
-        self.agent_named(agent)
-        new = NewInput("subagent", check.check_text(task, "task"), check.check_payload(payload), {})
-        new.idempotency_key = "subagent-task"
-        key = f"subagent:{scope.turn_id}:{scope.call_id}"
-        store = core.store
-        child, _ = await asyncio.to_thread(store.create_session, agent, key, {}, scope.session_id)
-        if not wait:  # before the task is sent: no outcome can come before it
-            await asyncio.to_thread(subscribe, store, scope.session_id, child.id, None)
-        receipt = await asyncio.to_thread(store.accept_input, child.id, new)
-        if not wait:
-            return started(child.id, receipt.turn_id)
-        return child_result(await core.wait_turn(receipt.turn_id or "", None))
-
-    async def input(self, turn_id: str) -> AgentInput:
-        """The input a turn runs on."""
-        return (await asyncio.to_thread(self._running().store.turn, _id(turn_id, "turn_id"))).input
-
-    # -- sync twins ----------------------------------------------------------
-
-    def create_session_sync(self, agent: str, key: str | None = None, data: Any = None) -> Session:
-        return run_sync(self.create_session(agent, key, data))
-
-    def get_session_sync(self, session_id: str) -> Session:
-        return run_sync(self.get_session(session_id))
-
-    def history_sync(self, session_id: str) -> list[Message]:
-        return run_sync(self.history(session_id))
-
-    def end_session_sync(self, session_id: str) -> Session:
-        return run_sync(self.end_session(session_id))
-
-    def send_sync(self, session_id: str, text: str | None = None, **options: Any) -> Receipt:
-        return run_sync(self.send(session_id, text, **options))
-
-    def wait_sync(self, turn_id: str, timeout: float | None = None) -> Turn:
-        return run_sync(self.wait(turn_id, timeout))
-
-    def events_sync(self, session_id: str, after: int = 0, limit: int | None = None) -> list[Event]:
-        return run_sync(self.events(session_id, after, limit))
-
-    def cancel_sync(self, session_id: str) -> str | None:
-        return run_sync(self.cancel(session_id))
-
-    def input_sync(self, turn_id: str) -> AgentInput:
-        return run_sync(self.input(turn_id))
-
-    def subscribe_sync(
-        self, session_id: str, to_session: str | None = None, to_agent: str | None = None
-    ) -> str:
-        return run_sync(self.subscribe(session_id, to_session, to_agent))
-
-    def unsubscribe_sync(
-        self, session_id: str, to_session: str | None = None, to_agent: str | None = None
-    ) -> bool:
-        return run_sync(self.unsubscribe(session_id, to_session, to_agent))
-
-    # -- webhooks and schedules (turnkit.sessions.webhooks, .schedules) ------
+    # -- webhooks and schedules (turnkit.sessions.sources) -------------------
 
     def webhook(
         self,
         id: str,
         agent: str,
         secret: str | bytes,
-        session_key: Callable[[Any], str] | None = None,
+        session_key: Callable[[Any], str] | str | None = None,
     ) -> None:
         """Accept Standard Webhooks deliveries at ``POST /webhooks/{id}`` as inputs of ``agent``.
 
-        ``secret`` is ``whsec_`` + base64 of the key. ``session_key(payload)``
-        names the session each delivery goes to; None sends all of them to one
-        session of this webhook.
+        ``secret`` is ``whsec_`` + base64 of the key. ``session_key`` names
+        the session each delivery goes to: a function of the payload that
+        returns its key, a string (one fixed session, as for ``schedule``),
+        or None (one session of this webhook).
         """
-        from turnkit.sessions.webhooks import define_webhook
+        from turnkit.sessions.sources.webhooks import define_webhook
 
         if id in self._webhooks:
             raise ValueError(f"app.webhook: a webhook {id!r} is already defined")
@@ -316,9 +307,9 @@ class App(Definitions):
 
     async def deliver_webhook(self, id: str, headers: Any, body: bytes) -> Any:
         """Verify one delivery to webhook ``id`` and store its input (a ``WebhookDelivery``)."""
-        from turnkit.sessions.webhooks import deliver_webhook
+        from turnkit.sessions.sources.webhooks import deliver_webhook
 
-        return await deliver_webhook(self, id, headers, body)
+        return await deliver_webhook(self.runtime, self._webhooks.get(id), id, headers, body)
 
     def schedule(
         self,
@@ -338,7 +329,7 @@ class App(Definitions):
         is ``session_key(ScheduleInfo)``, a fixed key, or (None) one session
         of this schedule.
         """
-        from turnkit.sessions.schedules import define_schedule
+        from turnkit.sessions.sources.schedules import define_schedule
 
         if id in self._schedules:
             raise ValueError(f"app.schedule: a schedule {id!r} is already defined")
@@ -346,95 +337,98 @@ class App(Definitions):
             self.agents, id, cron, agent, timezone, dispatch, overlap, session_key
         )
 
-    async def run_schedules(self, now: Any) -> list[Any]:
+    async def run_schedules(self, now: datetime) -> list[Any]:
         """Fire what is due at ``now`` (an aware datetime); a ``ScheduleFire`` per action."""
-        from turnkit.sessions.schedules import run_schedules
+        from turnkit.sessions.sources.schedules import run_schedules
 
-        self._running()
-        return await run_schedules(self, now)
+        return await run_schedules(self.runtime, self._schedules.values(), now)
 
-    async def schedules(self, now: Any = None) -> list[Any]:
+    async def schedules(self, now: datetime | None = None) -> list[Any]:
         """Each schedule with its next fire time after ``now`` (default: the real time)."""
-        from turnkit.sessions.schedules import schedule_statuses, stamp_of, utc_now
+        from turnkit.sessions.sources.schedules import schedule_statuses, stamp_of, utc_now
 
-        self._running()
+        runtime = self.runtime
         when = stamp_of(utc_now() if now is None else now)
-        return await asyncio.to_thread(schedule_statuses, self, when)
+        defs = list(self._schedules.values())
+        return await asyncio.to_thread(schedule_statuses, runtime, defs, when)
 
-    def run_schedules_sync(self, now: Any) -> list[Any]:
+    # -- sync twins (same signatures; a test compares them) ------------------
+
+    def create_session_sync(
+        self, agent: str, key: str | None = None, data: dict[str, Any] | None = None
+    ) -> Session:
+        return run_sync(self.create_session(agent, key, data))
+
+    def open_session_sync(
+        self, agent: str, key: str | None = None, data: dict[str, Any] | None = None
+    ) -> tuple[Session, bool]:
+        return run_sync(self.open_session(agent, key, data))
+
+    def get_session_sync(self, session_id: str) -> Session:
+        return run_sync(self.get_session(session_id))
+
+    def find_session_sync(self, agent: str, key: str) -> Session | None:
+        return run_sync(self.find_session(agent, key))
+
+    def history_sync(self, session_id: str) -> list[Message]:
+        return run_sync(self.history(session_id))
+
+    def end_session_sync(self, session_id: str) -> Session:
+        return run_sync(self.end_session(session_id))
+
+    def send_sync(
+        self,
+        session_id: str,
+        text: str | None = None,
+        payload: Any = None,
+        source: str = "user",
+        idempotency_key: str | None = None,
+        answers: str | None = None,
+        channel: Any = None,
+    ) -> Receipt:
+        return run_sync(
+            self.send(session_id, text, payload, source, idempotency_key, answers, channel)
+        )
+
+    def wait_sync(self, turn_id: str, timeout: float | None = None) -> Turn:
+        return run_sync(self.wait(turn_id, timeout))
+
+    def get_turn_sync(self, turn_id: str) -> Turn:
+        return run_sync(self.get_turn(turn_id))
+
+    def input_sync(self, turn_id: str) -> AgentInput:
+        return run_sync(self.input(turn_id))
+
+    def events_sync(self, session_id: str, after: int = 0, limit: int | None = None) -> list[Event]:
+        return run_sync(self.events(session_id, after, limit))
+
+    def cancel_sync(self, session_id: str) -> str | None:
+        return run_sync(self.cancel(session_id))
+
+    def subscribe_sync(
+        self, session_id: str, to_session: str | None = None, to_agent: str | None = None
+    ) -> str:
+        return run_sync(self.subscribe(session_id, to_session, to_agent))
+
+    def unsubscribe_sync(
+        self, session_id: str, to_session: str | None = None, to_agent: str | None = None
+    ) -> bool:
+        return run_sync(self.unsubscribe(session_id, to_session, to_agent))
+
+    def deliver_webhook_sync(self, id: str, headers: Any, body: bytes) -> Any:
+        return run_sync(self.deliver_webhook(id, headers, body))
+
+    def run_schedules_sync(self, now: datetime) -> list[Any]:
         return run_sync(self.run_schedules(now))
 
-    # -- lookups for the server ----------------------------------------------
+    def schedules_sync(self, now: datetime | None = None) -> list[Any]:
+        return run_sync(self.schedules(now))
 
-    async def find_session(self, agent: str, key: str) -> Session | None:
-        """The session of ``agent`` with ``key``, or None; nothing is created."""
-        core = self._running()
-        key = check.check_key(key, "key")  # type: ignore[assignment]
-        return await asyncio.to_thread(core.store._session_by_key, agent, key)
+    def start_sync(self) -> None:
+        run_sync(self.start())
 
-    async def get_turn(self, turn_id: str) -> Turn:
-        """The turn as it is now (``TurnNotFoundError`` for an unknown id)."""
-        return await asyncio.to_thread(self._running().store.turn, _id(turn_id, "turn_id"))
-
-    # -- channels (turnkit.channels) -----------------------------------------
-
-    def slack(
-        self, agent: str, signing_secret: str, bot_token: str, api_url: str | None = None
-    ) -> Any:
-        """Talk to ``agent`` in Slack: mentions and direct messages, one session per thread.
-
-        ``signing_secret`` checks requests at ``POST /channels/slack/events``;
-        replies are posted with ``bot_token``; ``api_url`` is the Web API's
-        base (tests point it at a fake). Returns the ``SlackChannel``.
-        """
-        from turnkit.channels.setup import add_channel
-
-        secret, token = ("signing_secret", signing_secret), ("bot_token", bot_token)
-        return add_channel(self, "slack", agent, secret, token, api_url)
-
-    def linear(
-        self, agent: str, webhook_secret: str, access_token: str, api_url: str | None = None
-    ) -> Any:
-        """Be ``agent`` in Linear's agent sessions (delegated or mentioned on issues).
-
-        ``webhook_secret`` checks deliveries at ``POST /channels/linear/webhook``;
-        activities are created with ``access_token`` (an OAuth token goes as
-        Bearer, a ``lin_api_`` key as is) at ``api_url`` (the GraphQL
-        endpoint). Returns the ``LinearChannel``.
-        """
-        from turnkit.channels.setup import add_channel
-
-        secret, token = ("webhook_secret", webhook_secret), ("access_token", access_token)
-        return add_channel(self, "linear", agent, secret, token, api_url)
-
-    @property
-    def channels(self) -> dict[str, Any]:
-        """The configured channels, by provider (``"slack"``, ``"linear"``)."""
-        return dict(self._channels)
-
-    async def handle_channel(self, provider: str, headers: Any, body: bytes) -> Any:
-        """Answer one request of a channel (``"slack"`` or ``"linear"``): its raw body and
-        headers in, a ``ChannelResponse`` (status, JSON body) out. Signed requests only."""
-        from turnkit.channels.base import problem
-
-        self._running()
-        channel = self._channels.get(provider)
-        if channel is None:
-            return problem(404, f"no {provider!r} channel is configured on this App")
-        return await channel.handle(self, headers, body)
-
-    def _start_channels(self, core: Any) -> None:
-        if self._channels:
-            from turnkit.channels.setup import start_delivery
-
-            self._delivery = start_delivery(core, self._channels)
-
-    async def _stop_channels(self) -> None:
-        delivery, self._delivery = self._delivery, None
-        if delivery is not None:
-            if self._core is not None:
-                self._core.store.on_reply_queued = None
-            await delivery.stop()
+    def stop_sync(self) -> None:
+        run_sync(self.stop())
 
 
 def _id(value: object, field: str = "session_id") -> str:

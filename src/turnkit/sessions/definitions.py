@@ -2,18 +2,33 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from turnkit.agent.config import resolve_agent_model
 from turnkit.agent.output import OutputType
 from turnkit.errors import UnknownAgentError
-from turnkit.providers.base import Model, settings_from
-from turnkit.sessions.ask import ask_tool
-from turnkit.sessions.runner import AgentDef
+from turnkit.providers.base import Model, ModelSettings, settings_from
+from turnkit.sessions.render.ask import ask_tool
 from turnkit.tools import Tool, is_tool_source, tool
 
-__all__ = ["Definitions"]
+__all__ = ["AgentDef", "Definitions"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AgentDef:
+    """An agent of an App: its render function, model, tools and limits."""
+
+    name: str
+    render: Callable[[], Any]
+    model: Model
+    tools: dict[str, Tool]
+    max_turns: int
+    settings: ModelSettings
+    sources: tuple[Any, ...] = ()  # tool sources (MCP servers), listed before each call
+    output: OutputType | None = None
+    output_retries: int = 1
 
 
 class Definitions:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from functools import cache
 from typing import Any
 
 from turnkit._sync import call_sync_or_async
@@ -33,9 +34,7 @@ async def execute_tool_call(call: ToolUseBlock, tools: Mapping[str, Tool]) -> To
     if found is None:
         available = ", ".join(sorted(tools)) or "none"
         return _error(call, f"Unknown tool {call.name!r}. Available tools: {available}.")
-    from turnkit.providers.edges import raw_arguments_problem  # keeps `import turnkit` light
-
-    problem = raw_arguments_problem(call.input)
+    problem = _raw_arguments_problem()(call.input)
     if problem is not None:
         return _error(call, f"Invalid input for tool {call.name!r}: {problem}")
     try:
@@ -58,6 +57,14 @@ async def execute_tool_call(call: ToolUseBlock, tools: Mapping[str, Tool]) -> To
     except Exception as err:
         problem = describe_error(err, False)
         return _error(call, f"Tool {call.name!r} returned a value that cannot be sent: {problem}")
+
+
+@cache
+def _raw_arguments_problem() -> Any:
+    """``edges.raw_arguments_problem``, imported on first use (keeps ``import turnkit`` light)."""
+    from turnkit.providers.edges import raw_arguments_problem
+
+    return raw_arguments_problem
 
 
 class _TimedOut(Exception):
@@ -97,10 +104,17 @@ def result_content(value: Any) -> str | list[Any]:
     dict whose ``type`` is one of those), or a list of them, becomes the result's
     content blocks; anything else is dumped as JSON text.
     """
-    if isinstance(value, str):
+    kind = type(value)
+    if kind is str:
         return value
     if value is None:
         return ""
+    if kind is int:  # what json.dumps writes, without its machinery
+        return int.__repr__(value)
+    if kind is bool:
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
     if _is_part(value):
         return [value]
     if isinstance(value, (list, tuple)) and value and all(_is_part(item) for item in value):

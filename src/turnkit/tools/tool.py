@@ -18,10 +18,12 @@ from turnkit.messages import FrozenDict, thaw
 from turnkit.messages._checks import need_str
 from turnkit.providers.base import ToolSpec
 
-__all__ = ["DEFAULT_TOOL_TIMEOUT_S", "Tool", "ToolInputError", "tool"]
+__all__ = ["DEFAULT_TOOL_TIMEOUT_S", "ApprovalCheck", "Tool", "ToolInputError", "tool"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 InputValidator = Callable[[dict[str, Any]], Mapping[str, Any]]
+ApprovalCheck = Callable[[dict[str, Any]], bool | Awaitable[bool]]
+"""Says whether one call needs a person's approval, given its checked input."""
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -45,6 +47,10 @@ class Tool:
     limit) bounds one call: past it the call is an error result for the
     model, an async function is cancelled, and a sync one is abandoned in
     its daemon thread (nothing waits for it, not even interpreter exit).
+    ``needs_approval`` (default False) holds a call until a person decides
+    (see :mod:`turnkit.agent.approvals`): True for every call, or a sync or
+    async function that gets the checked input (the keyword arguments ``fn``
+    would get, as one dict) and returns whether this call needs approval.
 
     >>> add = Tool("add", "Add two numbers.", {
     ...     "type": "object",
@@ -60,6 +66,7 @@ class Tool:
     validator: InputValidator | None = field(default=None, kw_only=True, repr=False)
     idempotent: bool = field(default=False, kw_only=True)
     timeout_s: float | None = field(default=DEFAULT_TOOL_TIMEOUT_S, kw_only=True)
+    needs_approval: bool | ApprovalCheck = field(default=False, kw_only=True)
     _schema_check: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -92,6 +99,11 @@ class Tool:
         ):
             raise ValueError(
                 f"tool {self.name!r}: timeout_s must be a positive number or None, got {timeout!r}"
+            )
+        if type(self.needs_approval) is not bool and not callable(self.needs_approval):
+            raise TypeError(
+                f"tool {self.name!r}: needs_approval must be True, False or a function of "
+                f"the call's input, got {self.needs_approval!r}"
             )
 
     @property
@@ -147,6 +159,7 @@ def tool(
     description: str | None = None,
     idempotent: bool = False,
     timeout_s: float | None = DEFAULT_TOOL_TIMEOUT_S,
+    needs_approval: bool | ApprovalCheck = False,
 ) -> Callable[[F], Tool]: ...
 
 
@@ -158,6 +171,7 @@ def tool(
     description: str | None = None,
     idempotent: bool = False,
     timeout_s: float | None = DEFAULT_TOOL_TIMEOUT_S,
+    needs_approval: bool | ApprovalCheck = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a :class:`Tool` of a typed sync or async function.
 
@@ -166,7 +180,8 @@ def tool(
     Google-style ``Args:`` section or Sphinx ``:param x:`` lines. The input is
     validated (and coerced, as pydantic does) before the function runs.
     ``idempotent=True`` marks a tool that may safely run twice, and
-    ``timeout_s`` bounds one call (see :class:`Tool`).
+    ``timeout_s`` bounds one call, and ``needs_approval`` holds calls for a
+    person's decision (see :class:`Tool`).
 
     >>> @tool
     ... def get_weather(city: str, days: int = 1) -> str:
@@ -198,6 +213,7 @@ def tool(
             validator=validator,
             idempotent=idempotent,
             timeout_s=timeout_s,
+            needs_approval=needs_approval,
         )
 
     if fn is not None:

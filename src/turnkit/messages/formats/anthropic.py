@@ -16,6 +16,10 @@ Normalisations (``from_anthropic(to_anthropic(h)) == h`` up to these):
   takes by URL); a text document comes back as UTF-8 ``text/plain``.
 - A document without a ``title`` is named ``document.pdf`` or
   ``document.txt``.
+- An error ``tool_result`` (``is_error: true``) whose content is a list of
+  text blocks comes in as their text joined with newlines (turnkit keeps an
+  error result as a string) and goes out as that string; one holding an
+  image or a document is refused.
 - turnkit fields a transcript has no place for (``id``, ``metadata``,
   ``origin``, ``invocation_id``) are not exported; ``from_anthropic(...,
   model=...)`` sets ``origin`` on the assistant turns.
@@ -196,8 +200,28 @@ def _document(block: Mapping[str, Any]) -> FileBlock:
 def _tool_result(block: Mapping[str, Any], path: str) -> ToolResultBlock:
     content = block.get("content", "")
     parts: Any = content if isinstance(content, str) else _blocks(content, f"{path}.content")
+    is_error = block.get("is_error", False)
+    if is_error is True and not isinstance(parts, str):
+        parts = _error_text(parts, f"{path}.content")
     with at(path):
-        return ToolResultBlock(block["tool_use_id"], parts, block.get("is_error", False))
+        return ToolResultBlock(block["tool_use_id"], parts, is_error)
+
+
+def _error_text(parts: list[Block], path: str) -> str:
+    """An error result's text blocks as the one string turnkit keeps for it
+    (joined with newlines); anything else in it cannot be kept."""
+    for index, part in enumerate(parts):
+        where = f"{path}[{index}]"
+        if not isinstance(part, TextBlock):
+            problem = (
+                f"an error tool_result (is_error: true) holds text only in turnkit, "
+                f"not {'an' if part.type[0] in 'aeiou' else 'a'} {part.type} block"
+            )
+            raise InvalidMessageError(where, problem)
+        if part.cache is not None:
+            problem = "an error tool_result's text becomes one string, which has no cache mark"
+            raise InvalidMessageError(f"{where}.cache_control", problem)
+    return "\n".join(part.text for part in parts)  # type: ignore[union-attr]
 
 
 # -- export --------------------------------------------------------------------

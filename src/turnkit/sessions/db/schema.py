@@ -1,5 +1,9 @@
 """turnkit's tables (SQLAlchemy Core), in the same database as DBOS's own.
 
+Every table turnkit writes is here, the channels' outbox included, so there
+is one schema version and one migration path; sessions code never reads the
+channel tables (``turnkit.channels`` owns them).
+
 The schema carries a version in ``turnkit_meta``. :func:`migrate` creates the
 tables on an empty database and runs each step of :data:`MIGRATIONS` whose
 version is above the stored one, in one transaction; a database written by a
@@ -19,7 +23,7 @@ import sqlalchemy as sa
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "tables"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 metadata = sa.MetaData()
 
@@ -40,6 +44,9 @@ sessions = sa.Table(
     sa.Column("input_seq", sa.Integer, nullable=False, default=0),
     sa.Column("turn_seq", sa.Integer, nullable=False, default=0),
     sa.Column("message_seq", sa.Integer, nullable=False, default=0),
+    sa.Column("runner_seq", sa.Integer, nullable=False, default=0),
+    # The workflow that runs this session's turns, one at a time (None: none does).
+    sa.Column("runner", sa.String(100)),
     sa.UniqueConstraint("agent", "key", name="uq_turnkit_sessions_agent_key"),
 )
 
@@ -192,8 +199,17 @@ Migration = Callable[[sa.Connection], None]
 
 _MIGRATION_LOCK = 0x7475726E6B6974  # "turnkit": the advisory lock key of migrations
 
+
+def _session_runners(conn: sa.Connection) -> None:
+    """Version 2: a session's turns run in one workflow at a time, named on its row."""
+    conn.execute(
+        sa.text("ALTER TABLE turnkit_sessions ADD COLUMN runner_seq INTEGER NOT NULL DEFAULT 0")
+    )
+    conn.execute(sa.text("ALTER TABLE turnkit_sessions ADD COLUMN runner VARCHAR(100)"))
+
+
 # version -> the step that brings a database from version - 1 to it.
-MIGRATIONS: dict[int, Migration] = {}
+MIGRATIONS: dict[int, Migration] = {2: _session_runners}
 
 
 def migrate(engine: sa.Engine) -> int:

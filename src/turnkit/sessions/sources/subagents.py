@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from turnkit.sessions._db import cut_utf8
+from turnkit.sessions._values import cut_utf8
 from turnkit.tools import Tool
 
 __all__ = ["MAX_RESULT_BYTES", "ToolCallScope", "current_call", "subagent"]
@@ -34,9 +35,13 @@ MAX_RESULT_BYTES = 16 * 1024
 
 @dataclass(frozen=True, slots=True)
 class ToolCallScope:
-    """The session tool call being run: what a session-aware tool needs."""
+    """The session tool call being run: what a session-aware tool needs.
 
-    app: Any
+    ``delegate(scope, agent, task, payload, wait)`` starts a child session's
+    turn for the call (the running App's runtime provides it).
+    """
+
+    delegate: Callable[..., Awaitable[str]]
     session_id: str
     turn_id: str
     call_id: str
@@ -70,7 +75,7 @@ def subagent(agent: str, description: str, wait: bool = True, *, name: str | Non
         scope = current_call.get()
         if scope is None:
             raise RuntimeError(f"subagent tool {tool_name!r} works only in an App session")
-        return await scope.app._delegate(scope, agent, task, payload, wait)
+        return await scope.delegate(scope, agent, task, payload, wait)
 
     return Tool(tool_name, description, _SCHEMA, delegate, idempotent=True, timeout_s=None)
 

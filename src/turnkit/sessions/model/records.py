@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from turnkit.sessions.inputs import AgentInput
+from turnkit.sessions.model.inputs import AgentInput
+from turnkit.sessions.model.status import TERMINAL
 
 __all__ = [
     "Event",
@@ -37,8 +38,10 @@ EventType = Literal[
     "turn.cancelled",
     "schedule.skipped",
     "channel.delivery_failed",
+    "approval.decided",
+    "history.compacted",
+    "input.steered",
 ]
-TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 
 
 @dataclass(frozen=True, slots=True)

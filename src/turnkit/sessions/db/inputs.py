@@ -21,28 +21,71 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from turnkit.errors import SessionEndedError, SessionNotFoundError
-from turnkit.sessions import schema as t
-from turnkit.sessions._db import dumps, new_id, now, when
-from turnkit.sessions.ask import answer_value
-from turnkit.sessions.records import Question, Receipt
+from turnkit.errors import SessionEndedError
+from turnkit.sessions._values import dumps, new_id, now, when
+from turnkit.sessions.db import schema as t
+from turnkit.sessions.db.store import Store, Tx
+from turnkit.sessions.db.turns import queue_turn
+from turnkit.sessions.model.events import InputReceived
+from turnkit.sessions.model.records import Question, Receipt
+from turnkit.sessions.render.ask import answer_value
 
-__all__ = ["MAX_STEERING_BYTES", "MAX_STEERING_ITEMS", "accept", "hold_queued"]
+__all__ = ["MAX_STEERING_BYTES", "MAX_STEERING_ITEMS", "NewInput", "accept", "accept_input"]
 
 MAX_STEERING_ITEMS = 32
 MAX_STEERING_BYTES = 64 * 1024
 PEOPLE = ("user", "channel")
 
 
-def accept(store: Any, tx: Any, session_id: str, new: Any) -> Receipt:
-    """Store ``new`` (a NewInput) in ``session_id`` and route it; its receipt."""
-    session = tx.execute(
-        sa.select(t.sessions.c.ended, t.sessions.c.question)
-        .where(t.sessions.c.id == session_id)
-        .with_for_update()
-    ).first()
-    if session is None:
-        raise SessionNotFoundError(session_id)
+class NewInput:
+    """An input about to be stored (already checked by the caller)."""
+
+    __slots__ = (
+        "answers",
+        "describe",
+        "details",
+        "idempotency_key",
+        "payload_json",
+        "source",
+        "text",
+    )
+
+    def __init__(
+        self,
+        source: str,
+        text: str | None,
+        payload_json: str,
+        details: dict[str, Any],
+        idempotency_key: str | None = None,
+        answers: str | None = None,
+        describe: str | None = None,
+    ) -> None:
+        self.source = source
+        self.text = text
+        self.payload_json = payload_json
+        self.details = details  # more AgentInput fields: channel, webhook, schedule, event
+        self.idempotency_key = idempotency_key
+        self.answers = answers
+        self.describe = describe  # the text its input.received event shows, if not its own
+
+
+def accept_input(store: Store, session_id: str, new: NewInput) -> Receipt:
+    """Store and route an input in its own transaction; a repeated idempotency key
+    gets its first receipt back (``duplicate=True``), also when another process
+    stored that key between our check and our insert."""
+    try:
+        with store.write() as tx:
+            return accept(tx, session_id, new)
+    except sa.exc.IntegrityError:
+        if new.idempotency_key is None:
+            raise
+        with store.write() as tx:  # the key is stored now: this finds it
+            return accept(tx, session_id, new)
+
+
+def accept(tx: Tx, session_id: str, new: NewInput) -> Receipt:
+    """Store ``new`` in ``session_id`` and route it, in ``tx``; its receipt."""
+    session = tx.lock_session(session_id)
     if new.idempotency_key is not None:
         first = tx.execute(
             sa.select(t.inputs.c.id, t.inputs.c.turn_id).where(
@@ -57,20 +100,18 @@ def accept(store: Any, tx: Any, session_id: str, new: Any) -> Receipt:
         raise SessionEndedError(session_id)
     stored = None if session.question is None else json.loads(session.question)
     if stored is None:
-        input_id, agent_input = _insert(store, tx, session_id, new, held=False)
-        turn_id = create_turn(store, tx, session_id, input_id, agent_input)
+        input_id, agent_input = _insert(tx, session_id, new, held=False)
+        turn_id = queue_turn(tx, session_id, input_id, agent_input)
         _received(tx, session_id, input_id, new, turn_id, held=False)
         return Receipt(input_id, turn_id, "queued")
     if new.answers == stored["id"] or (new.answers is None and new.source in PEOPLE):
-        return _answer(store, tx, session_id, new, stored)
-    input_id, _ = _insert(store, tx, session_id, new, held=True)
+        return _answer(tx, session_id, new, stored)
+    input_id, _ = _insert(tx, session_id, new, held=True)
     _received(tx, session_id, input_id, new, None, held=True)
     return Receipt(input_id, None, "held")
 
 
-def _insert(
-    store: Any, tx: Any, session_id: str, new: Any, held: bool
-) -> tuple[str, dict[str, Any]]:
+def _insert(tx: Tx, session_id: str, new: NewInput, held: bool) -> tuple[str, dict[str, Any]]:
     input_id, received = new_id("in"), now()
     tx.execute(
         t.inputs.insert().values(
@@ -99,43 +140,15 @@ def _insert(
 
 
 def _received(
-    tx: Any, session_id: str, input_id: str, new: Any, turn_id: str | None, held: bool
+    tx: Tx, session_id: str, input_id: str, new: NewInput, turn_id: str | None, held: bool
 ) -> None:
     text = new.text if new.describe is None else new.describe
-    data = {"input_id": input_id, "source": new.source, "text": text, "held": held}
-    tx.emit(session_id, "input.received", data, turn_id)
+    tx.emit(session_id, InputReceived(input_id, new.source, text, held), turn_id)
 
 
-def create_turn(
-    store: Any,
-    tx: Any,
-    session_id: str,
-    input_id: str,
-    agent_input: dict[str, Any],
-    resume: dict[str, Any] | None = None,
-) -> str:
-    """A queued turn for ``input_id``, its workflow enqueued in this transaction."""
-    turn_id = new_id("turn")
-    tx.execute(
-        t.turns.insert().values(
-            id=turn_id,
-            session_id=session_id,
-            seq=tx.bump(session_id, "turn_seq"),
-            input_id=input_id,
-            status="queued",
-            input=dumps(agent_input),
-            resume=None if resume is None else dumps(resume),
-            queued_at=now(),
-        )
-    )
-    tx.execute(t.inputs.update().where(t.inputs.c.id == input_id).values(turn_id=turn_id))
-    store.enqueue(tx.conn, turn_id, session_id)
-    return turn_id
-
-
-def _answer(store: Any, tx: Any, session_id: str, new: Any, stored: dict[str, Any]) -> Receipt:
+def _answer(tx: Tx, session_id: str, new: NewInput, stored: dict[str, Any]) -> Receipt:
     question = Question.from_dict(stored)
-    input_id, agent_input = _insert(store, tx, session_id, new, held=False)
+    input_id, agent_input = _insert(tx, session_id, new, held=False)
     value = answer_value(question, new.text)
     agent_input["answer"] = {"question_id": question.id, "text": new.text, "value": value}
     held = tx.execute(
@@ -151,7 +164,7 @@ def _answer(store: Any, tx: Any, session_id: str, new: Any, stored: dict[str, An
     steering, overflow = _split(held)
     agent_input["steering"] = [_held_item(row) for row in steering]
     resume = {"call_id": stored.get("call_id"), "results": stored.get("results", [])}
-    turn_id = create_turn(store, tx, session_id, input_id, agent_input, resume)
+    turn_id = queue_turn(tx, session_id, input_id, agent_input, resume)
     if steering:
         tx.execute(
             t.inputs.update()
@@ -159,7 +172,7 @@ def _answer(store: Any, tx: Any, session_id: str, new: Any, stored: dict[str, An
             .values(steering_of=turn_id)
         )
     for row in overflow:
-        create_turn(store, tx, session_id, row.id, _own_input(row))
+        queue_turn(tx, session_id, row.id, _own_input(row))
     tx.execute(t.sessions.update().where(t.sessions.c.id == session_id).values(question=None))
     _received(tx, session_id, input_id, new, turn_id, held=False)
     return Receipt(input_id, turn_id, "queued")
@@ -200,22 +213,3 @@ def _own_input(row: Any) -> dict[str, Any]:
         "payload": json.loads(row.payload),
         "received_at": when(row.received_at).isoformat(),  # type: ignore[union-attr]
     }
-
-
-def hold_queued(store: Any, tx: Any, session_id: str) -> None:
-    """A question was just asked: inputs still waiting for a turn are held instead.
-
-    They were written without seeing the question, so none of them answers
-    it; each one's turn is cancelled (``reason="held"``) and the input joins
-    the steering of the answer.
-    """
-    queued = tx.execute(
-        sa.select(t.turns.c.id, t.turns.c.input_id)
-        .where(t.turns.c.session_id == session_id, t.turns.c.status == "queued")
-        .order_by(t.turns.c.seq)
-    ).all()
-    for turn_id, input_id in queued:
-        store.end_turn(tx, session_id, turn_id, "cancelled", reason="held")
-        tx.execute(
-            t.inputs.update().where(t.inputs.c.id == input_id).values(held=True, turn_id=None)
-        )

@@ -6,8 +6,8 @@ from typing import Any
 
 from turnkit.errors import InvalidInputError, InvalidMessageError
 from turnkit.messages._json import freeze_json, thaw
-from turnkit.sessions._db import dumps
-from turnkit.sessions.inputs import SOURCES, Channel
+from turnkit.sessions._values import dumps
+from turnkit.sessions.model.inputs import SOURCES, Channel
 
 __all__ = ["MAX_PAYLOAD_BYTES", "check_channel", "check_data", "check_payload", "check_text"]
 

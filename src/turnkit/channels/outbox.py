@@ -8,13 +8,15 @@ turn and lose its reply. The channel's delivery task claims due rows with a
 lease (several processes may deliver; each row is claimed by one at a time),
 records each post it makes (``done``), retries with backoff, and marks a
 row ``failed`` with a ``channel.delivery_failed`` event when retrying cannot
-help. This module knows nothing of any channel's API: ``turnkit.channels``
-turns rows into posts.
+help. This module knows nothing of any channel's API: the channels turn rows
+into posts. Sessions know nothing of this module: :class:`~.hub.ChannelHub`
+registers :func:`queue_outcome` as a turn-end listener.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,8 +24,10 @@ import sqlalchemy as sa
 
 from turnkit.messages import Message, ToolResultBlock, ToolUseBlock
 from turnkit.messages._json import thaw
-from turnkit.sessions import schema as t
-from turnkit.sessions._db import dumps, now
+from turnkit.sessions._values import dumps, now
+from turnkit.sessions.db import schema as t
+from turnkit.sessions.db.store import Store, TurnEnded, Tx
+from turnkit.sessions.model.events import ChannelDeliveryFailed
 
 __all__ = [
     "MAX_ACTION_TEXT",
@@ -61,7 +65,7 @@ class OutboxItem:
 # -- links ------------------------------------------------------------------
 
 
-def link_session(store: Any, session_id: str, provider: str, address: dict[str, Any]) -> dict:
+def link_session(store: Store, session_id: str, provider: str, address: dict[str, Any]) -> dict:
     """Link ``session_id`` to a channel conversation; the address in force.
 
     The first link wins and is never changed (a later call gets it back):
@@ -88,7 +92,7 @@ def link_session(store: Any, session_id: str, provider: str, address: dict[str, 
     return address
 
 
-def link_of(store: Any, session_id: str) -> tuple[str, dict[str, Any]] | None:
+def link_of(store: Store, session_id: str) -> tuple[str, dict[str, Any]] | None:
     """The session's channel and address, or None when it has no channel."""
     with store.read() as conn:
         row = conn.execute(
@@ -100,40 +104,35 @@ def link_of(store: Any, session_id: str) -> tuple[str, dict[str, Any]] | None:
 # -- writing ----------------------------------------------------------------
 
 
-def queue_outcome(
-    store: Any, tx: Any, session_id: str, turn_id: str, outcome: dict[str, Any]
-) -> None:
-    """In the transaction that ends ``turn_id``: its reply, if the session has a channel."""
+def queue_outcome(tx: Tx, ended: TurnEnded, wake: Callable[[], None]) -> None:
+    """In the transaction that ends a turn: its reply, if the session has a channel."""
     link = tx.execute(
-        sa.select(t.channel_links.c.provider).where(t.channel_links.c.session_id == session_id)
-    ).first()
-    if link is None or outcome.get("reason") == "held":
-        return
-    turn = tx.execute(
-        sa.select(t.turns.c.status, t.turns.c.output, t.turns.c.question).where(
-            t.turns.c.id == turn_id
+        sa.select(t.channel_links.c.provider).where(
+            t.channel_links.c.session_id == ended.session_id
         )
-    ).one()
+    ).first()
+    if link is None:
+        return
     content = {
-        "status": turn.status,
-        "reason": outcome.get("reason"),
-        "text": turn.output,
-        "question": None if turn.question is None else json.loads(turn.question),
-        "error": outcome.get("error"),
-        "actions": _actions(tx, turn_id),
+        "status": ended.status.value,
+        "reason": ended.reason,
+        "text": ended.output,
+        "question": ended.question,
+        "error": ended.error,
+        "actions": _actions(tx, ended.turn_id),
     }
-    _insert(tx, session_id, turn_id, link.provider, "outcome", content, None)
-    if store.on_reply_queued is not None:
-        tx.after_commit(store.on_reply_queued)
+    _insert(tx, ended.session_id, ended.turn_id, link.provider, "outcome", content, None)
+    tx.after_commit(wake)
 
 
 def queue_notice(
-    store: Any,
+    store: Store,
     session_id: str,
     provider: str,
     content: dict[str, Any],
     dedupe_key: str,
     turn_id: str | None = None,
+    wake: Callable[[], None] | None = None,
 ) -> bool:
     """A post of the channel's own (an acknowledgement); False if ``dedupe_key`` was used."""
     with store.write() as tx:
@@ -143,13 +142,13 @@ def queue_notice(
         if used is not None:
             return False
         _insert(tx, session_id, turn_id, provider, "notice", content, dedupe_key)
-        if store.on_reply_queued is not None:
-            tx.after_commit(store.on_reply_queued)
+        if wake is not None:
+            tx.after_commit(wake)
         return True
 
 
 def _insert(
-    tx: Any,
+    tx: Tx,
     session_id: str,
     turn_id: str | None,
     provider: str,
@@ -175,7 +174,7 @@ def _insert(
     )
 
 
-def _actions(tx: Any, turn_id: str) -> list[dict[str, Any]]:
+def _actions(tx: Tx, turn_id: str) -> list[dict[str, Any]]:
     """The turn's tool calls (but ``ask``), in order, with their results."""
     rows = tx.execute(
         sa.select(t.messages.c.message)
@@ -214,7 +213,7 @@ def _cut(text: str) -> str:
 
 
 def claim_due(
-    store: Any, owner: str, lease_s: float, providers: tuple[str, ...], limit: int = 20
+    store: Store, owner: str, lease_s: float, providers: tuple[str, ...], limit: int = 20
 ) -> tuple[list[OutboxItem], float | None]:
     """Claim due rows of ``providers`` for ``owner``, at most one per session (the
     oldest pending one: replies keep their order), leased for ``lease_s`` seconds.
@@ -247,7 +246,7 @@ def claim_due(
     return claimed, min(later, default=None)
 
 
-def _claim(store: Any, row: Any, stamp: float, owner: str, lease_s: float) -> OutboxItem | None:
+def _claim(store: Store, row: Any, stamp: float, owner: str, lease_s: float) -> OutboxItem | None:
     c = t.channel_outbox.c
     with store.write() as tx:
         taken = tx.execute(
@@ -283,7 +282,7 @@ def _item(row: Any, address: dict[str, Any]) -> OutboxItem:
     )
 
 
-def record_progress(store: Any, item_id: int, done: int, finished: bool) -> None:
+def record_progress(store: Store, item_id: int, done: int, finished: bool) -> None:
     """``done`` posts of the row are made; ``finished``: all of them (the row is sent)."""
     values: dict[str, Any] = {"done": done}
     if finished:
@@ -292,7 +291,7 @@ def record_progress(store: Any, item_id: int, done: int, finished: bool) -> None
         tx.execute(t.channel_outbox.update().where(t.channel_outbox.c.id == item_id).values(values))
 
 
-def release(store: Any, owner: str) -> None:
+def release(store: Store, owner: str) -> None:
     """Give back at once every row ``owner`` holds (its delivery task is stopping)."""
     c = t.channel_outbox.c
     with store.write() as tx:
@@ -303,7 +302,7 @@ def release(store: Any, owner: str) -> None:
         )
 
 
-def retry_later(store: Any, item: OutboxItem, delay_s: float, error: str) -> None:
+def retry_later(store: Store, item: OutboxItem, delay_s: float, error: str) -> None:
     """A failure that retrying can fix: try again after ``delay_s`` seconds."""
     with store.write() as tx:
         tx.execute(
@@ -318,7 +317,7 @@ def retry_later(store: Any, item: OutboxItem, delay_s: float, error: str) -> Non
         )
 
 
-def record_failure(store: Any, item: OutboxItem, error: str) -> None:
+def record_failure(store: Store, item: OutboxItem, error: str) -> None:
     """Give the row up, with a ``channel.delivery_failed`` event in the session's log."""
     with store.write() as tx:
         tx.execute(
@@ -326,11 +325,7 @@ def record_failure(store: Any, item: OutboxItem, error: str) -> None:
             .where(t.channel_outbox.c.id == item.id)
             .values(status="failed", attempts=item.attempts + 1, lease_until=None, last_error=error)
         )
-        data = {
-            "provider": item.provider,
-            "kind": item.kind,
-            "error": error,
-            "attempts": item.attempts + 1,
-            "posts_made": item.done,
-        }
-        tx.emit(item.session_id, "channel.delivery_failed", data, item.turn_id)
+        failed = ChannelDeliveryFailed(
+            item.provider, item.kind, error, item.attempts + 1, item.done
+        )
+        tx.emit(item.session_id, failed, item.turn_id)

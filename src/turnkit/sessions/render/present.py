@@ -14,7 +14,7 @@ from typing import Any
 
 from turnkit.messages import Message, TextBlock, ToolResultBlock, validate_blocks
 from turnkit.messages._json import thaw
-from turnkit.sessions.inputs import AgentInput, EventInfo
+from turnkit.sessions.model.inputs import AgentInput, EventInfo
 
 __all__ = ["data_block", "describe_event", "input_message"]
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from turnkit.tools import Tool  # already loaded by `import turnkit`
 
 if TYPE_CHECKING:
-    from turnkit.sessions.inputs import AgentInput
+    from turnkit.sessions.model.inputs import AgentInput
 
 __all__ = ["RenderScope", "use_current_input", "use_input", "use_session_data", "use_tool"]
 

@@ -4,7 +4,8 @@ Each model reply and each tool call is a step recorded under the turn
 (``model:<n>``, ``tool:<call id>``); a turn replayed after a crash reads its
 steps back instead of calling the model or the tool again. Messages are
 keyed by their place in the turn, so a replay never stores one twice. Every
-write here goes with its event, in one transaction.
+write here goes with its event, in one transaction; status changes go
+through :mod:`.turns`.
 """
 
 from __future__ import annotations
@@ -17,22 +18,24 @@ from typing import Any
 import sqlalchemy as sa
 
 from turnkit.messages import Message, ToolResultBlock, ToolUseBlock
-from turnkit.sessions import schema as t
-from turnkit.sessions._db import cut_utf8, dumps, now
-from turnkit.sessions.inputs import AgentInput
-from turnkit.sessions.present import input_message
-from turnkit.sessions.records import Question
-from turnkit.sessions.routing import hold_queued
-from turnkit.sessions.store import Store, Tx
+from turnkit.sessions._values import dumps
+from turnkit.sessions.db import schema as t
+from turnkit.sessions.db import turns
+from turnkit.sessions.db.store import Store, Tx
+from turnkit.sessions.model.events import MessageAdded, ToolFinished, ToolStarted
+from turnkit.sessions.model.inputs import AgentInput
+from turnkit.sessions.model.records import Question
+from turnkit.sessions.model.status import TurnState
+from turnkit.sessions.render.present import input_message
 
-__all__ = ["HISTORY_CACHE_SESSIONS", "Claim", "Progress", "Step", "TurnLog"]
+__all__ = ["HISTORY_CACHE_SESSIONS", "Claim", "Journal", "PendingWrites", "Step"]
 
 HISTORY_CACHE_SESSIONS = 256
 
 
 @dataclass(frozen=True, slots=True)
 class Claim:
-    """A turn a workflow is running: what it needs to (re)start the loop."""
+    """A turn a runner is running: what it needs to (re)start the agent loop."""
 
     turn_id: str
     session_id: str
@@ -43,7 +46,7 @@ class Claim:
     resumed: bool  # claimed before (a replay after a crash): its steps may be recorded
 
 
-class Progress:
+class PendingWrites:
     """What a running turn has produced and not yet written: written with its next write.
 
     Batching keeps a turn to a few transactions: a model reply is written
@@ -56,9 +59,9 @@ class Progress:
         self.steps: list[tuple[str, Any]] = []  # (key, result)
         self.messages: list[tuple[int, Message]] = []  # (index in the turn, message)
 
-    def take(self) -> Progress:
+    def take(self) -> PendingWrites:
         """The buffered writes, leaving this buffer empty."""
-        taken = Progress()
+        taken = PendingWrites()
         taken.steps, self.steps = self.steps, []
         taken.messages, self.messages = self.messages, []
         return taken
@@ -70,7 +73,20 @@ class Step:
     result: Any
 
 
-class TurnLog:
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """How a turn ends (what :meth:`Journal.finish` writes)."""
+
+    status: TurnState
+    output: str | None = None
+    error: str | None = None
+    reason: str | None = None
+    usage: dict[str, int] | None = None
+    output_data_json: str | None = None
+    data_json: str | None = None  # the session data to save, if any
+
+
+class Journal:
     """Writes and reads the record of turns, on a :class:`Store`."""
 
     def __init__(self, store: Store) -> None:
@@ -78,51 +94,20 @@ class TurnLog:
         self._history: dict[str, tuple[int, tuple[tuple[str, Message], ...]]] = {}
         self._history_lock = threading.Lock()
 
-    def claim(self, session_id: str, workflow_id: str) -> Claim | None:
-        """The turn ``workflow_id`` is to run, or None when there is none.
-
-        In order: the turn it claimed before (a recovery); a turn of the
-        session left running by another workflow (the queue runs one
-        workflow per session at a time, so that one is not running: it was
-        recovered and re-queued after a crash; this one adopts the turn, and
-        the other will claim the next); else the lowest queued turn.
-        """
+    def claim(self, session_id: str, runner_id: str) -> Claim | None:
+        """The turn runner ``runner_id`` is to run next (see :func:`.turns.claim_next`)."""
         with self.store.write() as tx:
-            row = tx.execute(sa.select(t.turns).where(t.turns.c.workflow_id == workflow_id)).first()
-            if row is not None:
-                return self._claim(tx, row, True) if row.status == "running" else None
-            row = tx.execute(
-                sa.select(t.turns)
-                .where(t.turns.c.session_id == session_id, t.turns.c.status == "running")
-                .order_by(t.turns.c.seq)
-                .limit(1)
-            ).first()
-            if row is not None:
-                tx.execute(
-                    t.turns.update().where(t.turns.c.id == row.id).values(workflow_id=workflow_id)
-                )
-                return self._claim(tx, row, True)
-            row = tx.execute(
-                sa.select(t.turns)
-                .where(t.turns.c.session_id == session_id, t.turns.c.status == "queued")
-                .order_by(t.turns.c.seq)
-                .limit(1)
-            ).first()
-            if row is None:
+            claimed = turns.claim_next(tx, session_id, runner_id)
+            if claimed is None:
                 return None
-            self._start(tx, row, workflow_id)
-            return self._claim(tx, row, False)
-
-    def _start(self, tx: Tx, row: Any, workflow_id: str) -> None:
-        tx.execute(
-            t.turns.update()
-            .where(t.turns.c.id == row.id)
-            .values(status="running", workflow_id=workflow_id, started_at=now())
-        )
-        tx.emit(row.session_id, "turn.started", {"input": json.loads(row.input)}, row.id)
-        resume = None if row.resume is None else json.loads(row.resume)
-        message = input_message(AgentInput.from_dict(json.loads(row.input)), row.id, resume)
-        self._add_message(tx, row.session_id, row.id, 0, message)
+            row = claimed.row
+            if not claimed.resumed:
+                resume = None if row.resume is None else json.loads(row.resume)
+                agent_input = AgentInput.from_dict(json.loads(row.input))
+                self._add_message(
+                    tx, session_id, row.id, 0, input_message(agent_input, row.id, resume)
+                )
+            return self._claim(tx, row, claimed.resumed)
 
     def _claim(self, tx: Tx, row: Any, resumed: bool) -> Claim:
         session = tx.execute(
@@ -182,30 +167,26 @@ class TurnLog:
             return None
         return Step(row.status, None if row.result is None else json.loads(row.result))
 
-    def write(self, session_id: str, turn_id: str, progress: Progress) -> None:
-        with self.store.write() as tx:
-            self._write(tx, session_id, turn_id, progress)
-
-    def _write(self, tx: Tx, session_id: str, turn_id: str, progress: Progress) -> None:
-        for key, result in progress.steps:
+    def _write(self, tx: Tx, session_id: str, turn_id: str, pending: PendingWrites) -> None:
+        for key, result in pending.steps:
             done = tx.execute(
                 sa.select(t.steps.c.key).where(t.steps.c.turn_id == turn_id, t.steps.c.key == key)
             ).first()
             if done is None:
                 values = {"turn_id": turn_id, "key": key, "status": "done"}
                 tx.execute(t.steps.insert().values(**values, result=dumps(result)))
-        for index, message in progress.messages:
+        for index, message in pending.messages:
             self._add_message(tx, session_id, turn_id, index, message)
 
     def start_tool(
-        self, session_id: str, turn_id: str, call: ToolUseBlock, progress: Progress
+        self, session_id: str, turn_id: str, call: ToolUseBlock, pending: PendingWrites
     ) -> None:
         with self.store.write() as tx:
-            self._write(tx, session_id, turn_id, progress)
+            self._write(tx, session_id, turn_id, pending)
             tx.execute(
                 t.steps.insert().values(turn_id=turn_id, key=f"tool:{call.id}", status="started")
             )
-            tx.emit(session_id, "tool.started", {"id": call.id, "name": call.name}, turn_id)
+            tx.emit(session_id, ToolStarted(call.id, call.name), turn_id)
 
     def finish_tool(
         self, session_id: str, turn_id: str, call: ToolUseBlock, block: ToolResultBlock
@@ -218,8 +199,7 @@ class TurnLog:
             )
             updated = tx.execute(done.values(status="done", result=dumps(block.to_dict())))
             if updated.rowcount:
-                data = {"id": call.id, "name": call.name, "is_error": block.is_error}
-                tx.emit(session_id, "tool.finished", data, turn_id)
+                tx.emit(session_id, ToolFinished(call.id, call.name, block.is_error), turn_id)
 
     # -- messages and the end ------------------------------------------------
 
@@ -243,91 +223,50 @@ class TurnLog:
                 message=dumps(wire),
             )
         )
-        tx.emit(session_id, "message", {"message": wire}, turn_id)
+        tx.emit(session_id, MessageAdded(wire), turn_id)
 
-    def finish(
-        self,
-        claim: Claim,
-        status: str,
-        *,
-        output: str | None = None,
-        error: str | None = None,
-        reason: str | None = None,
-        data: dict[str, Any] | None = None,
-        usage: dict[str, int] | None = None,
-        progress: Progress | None = None,
-        output_data: Any = None,
-    ) -> bool:
-        """End the turn (once: False when it had already ended)."""
+    def finish(self, claim: Claim, ending: Ending, pending: PendingWrites | None = None) -> bool:
+        """End the turn with what it produced (once: False when it had already ended)."""
         with self.store.write() as tx:
-            if not _still_active(tx, claim.turn_id):
+            if not _still_running(tx, claim):
                 return False
-            if progress is not None:
-                self._write(tx, claim.session_id, claim.turn_id, progress)
-            if data is not None:
-                tx.execute(
-                    t.sessions.update()
-                    .where(t.sessions.c.id == claim.session_id)
-                    .values(data=dumps(data))
-                )
-            if error is not None:
-                error, _ = cut_utf8(error, 4096)
-            self.store.end_turn(
+            if pending is not None:
+                self._write(tx, claim.session_id, claim.turn_id, pending)
+            if ending.data_json is not None:
+                statement = t.sessions.update().where(t.sessions.c.id == claim.session_id)
+                tx.execute(statement.values(data=ending.data_json))
+            return turns.end_turn(
                 tx,
                 claim.session_id,
                 claim.turn_id,
-                status,
-                output=output,
-                error=error,
-                reason=reason,
-                usage=usage,
-                output_data=output_data,
+                ending.status,
+                output=ending.output,
+                error=ending.error,
+                reason=ending.reason,
+                usage=ending.usage,
+                output_data_json=ending.output_data_json,
             )
-            return True
 
     def finish_asking(
         self,
         claim: Claim,
         question: Question,
-        call_id: str | None,
-        pending: list[ToolResultBlock],
-        data: dict[str, Any],
-        progress: Progress,
+        resume: dict[str, Any],
+        data_json: str,
+        pending: PendingWrites,
     ) -> bool:
-        """End the turn as asking ``question``: the session waits for its answer."""
+        """End the turn as asking ``question`` (see :func:`.turns.end_asking`)."""
         with self.store.write() as tx:
-            if not _still_active(tx, claim.turn_id):
+            if not _still_running(tx, claim):
                 return False
-            self._write(tx, claim.session_id, claim.turn_id, progress)
-            stored = {
-                **question.to_dict(),
-                "call_id": call_id,
-                "results": [block.to_dict() for block in pending],
-            }
-            tx.execute(
-                t.sessions.update()
-                .where(t.sessions.c.id == claim.session_id)
-                .values(question=dumps(stored), data=dumps(data))
+            self._write(tx, claim.session_id, claim.turn_id, pending)
+            return turns.end_asking(
+                tx, claim.session_id, claim.turn_id, question, resume, data_json
             )
-            tx.execute(
-                t.turns.update()
-                .where(t.turns.c.id == claim.turn_id)
-                .values(question=dumps(question.to_dict()))
-            )
-            asked = {
-                "question_id": question.id,
-                "question": question.text,
-                "options": [{"label": o.label, "value": o.value} for o in question.options],
-            }
-            tx.emit(claim.session_id, "question.asked", asked, claim.turn_id)
-            hold_queued(self.store, tx, claim.session_id)
-            self.store.end_turn(
-                tx, claim.session_id, claim.turn_id, "completed", output=question.text
-            )
-            return True
 
 
-def _still_active(tx: Tx, turn_id: str) -> bool:
-    """Whether the turn has not ended yet (ending twice is a no-op)."""
-    status = tx.execute(sa.select(t.turns.c.status).where(t.turns.c.id == turn_id)).scalar()
-    return status in ("queued", "running")
+def _still_running(tx: Tx, claim: Claim) -> bool:
+    """Lock the session (every writer of its turns does so first), then look at the turn."""
+    tx.lock_session(claim.session_id)
+    status = tx.execute(sa.select(t.turns.c.status).where(t.turns.c.id == claim.turn_id))
+    return status.scalar() == TurnState.RUNNING

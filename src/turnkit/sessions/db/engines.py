@@ -2,27 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import time
-import uuid
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 
-__all__ = [
-    "DEFAULT_SQLITE_PATH",
-    "Engines",
-    "cut_utf8",
-    "dumps",
-    "new_id",
-    "now",
-    "resolve_url",
-    "when",
-]
+__all__ = ["DEFAULT_SQLITE_PATH", "Databases", "resolve_url"]
 
 DEFAULT_SQLITE_PATH = Path(".turnkit") / "turnkit.db"
 
@@ -70,8 +58,8 @@ def _sqlalchemy_url(url: str) -> str:
     return url
 
 
-class Engines:
-    """The engines turnkit uses on one database.
+class Databases:
+    """The SQLAlchemy engines turnkit uses on one database.
 
     ``write`` begins every transaction with the write lock taken (SQLite
     ``BEGIN IMMEDIATE``: a read-then-write transaction can never fail halfway
@@ -159,29 +147,3 @@ def _sqlite_dbos_engine(url: str) -> sa.Engine:
         dbapi_conn.execute("PRAGMA foreign_keys=ON")
 
     return engine
-
-
-def dumps(value: Any) -> str:
-    """JSON text as turnkit stores it: UTF-8, compact, no NaN."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-
-
-def now() -> float:
-    return time.time()
-
-
-def when(seconds: float | None) -> datetime | None:
-    """A stored time (UNIX seconds) as an aware UTC datetime."""
-    return None if seconds is None else datetime.fromtimestamp(seconds, UTC)
-
-
-def new_id(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex}"
-
-
-def cut_utf8(text: str, limit: int) -> tuple[str, bool]:
-    """``text`` cut at a character boundary to at most ``limit`` bytes of UTF-8."""
-    raw = text.encode("utf-8")
-    if len(raw) <= limit:
-        return text, False
-    return raw[:limit].decode("utf-8", errors="ignore"), True

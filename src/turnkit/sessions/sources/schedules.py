@@ -23,20 +23,20 @@ import asyncio
 import dataclasses
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import sqlalchemy as sa
-
 from turnkit.errors import InvalidInputError, SessionEndedError, UnknownAgentError
-from turnkit.sessions import _checks as check
-from turnkit.sessions import schema as t
-from turnkit.sessions._accept import accept_once
-from turnkit.sessions._db import now as wall_now
-from turnkit.sessions.inputs import ScheduleInfo
-from turnkit.sessions.store import NewInput
+from turnkit.sessions._values import now as wall_now
+from turnkit.sessions.db import schedules as rows
+from turnkit.sessions.db.inputs import NewInput
+from turnkit.sessions.model import checks as check
+from turnkit.sessions.model.inputs import ScheduleInfo
+
+if TYPE_CHECKING:
+    from turnkit.sessions.runtime.runtime import Runtime
 
 __all__ = [
     "MAX_SCHEDULE_PAYLOAD_BYTES",
@@ -51,7 +51,6 @@ __all__ = [
 ]
 
 MAX_SCHEDULE_PAYLOAD_BYTES = 32 * 1024
-ACTIVE = ("queued", "running")
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}")
 log = logging.getLogger("turnkit.schedules")
 
@@ -226,59 +225,48 @@ def stamp_of(now: object) -> float:
 # -- firing --------------------------------------------------------------------
 
 
-async def run_schedules(app: Any, now: datetime) -> list[ScheduleFire]:
-    """Fire every schedule of ``app`` that is due at ``now``; what was done."""
+async def run_schedules(
+    runtime: Runtime, schedules: Iterable[ScheduleDef], now: datetime
+) -> list[ScheduleFire]:
+    """Fire every schedule that is due at ``now``; what was done.
+
+    One schedule that fails (its ``session_key`` raises, its session's
+    database write fails) is logged and does not stop the others.
+    """
     stamp = stamp_of(now)
     fires: list[ScheduleFire] = []
-    for defn in list(app._schedules.values()):
-        fires.extend(await asyncio.to_thread(_run_one, app, defn, stamp))
+    for defn in list(schedules):
+        try:
+            fires.extend(await asyncio.to_thread(_run_one, runtime, defn, stamp))
+        except Exception:
+            log.exception("schedule %r failed at %s; the others still fire", defn.id, now)
     return fires
 
 
-def _run_one(app: Any, defn: ScheduleDef, now: float) -> list[ScheduleFire]:
+def _run_one(runtime: Runtime, defn: ScheduleDef, now: float) -> list[ScheduleFire]:
     """A fire that a crash left pending, completed; then the instant due at ``now``."""
-    store = app._running().store
+    store = runtime.store
     fires: list[ScheduleFire | None] = []
-    row = _row(store, defn.id, now)
+    row = rows.schedule_row(store, defn.id, now)
     if row.pending:
-        fires.append(_complete(app, defn, row.session_id, row.fired_for))
-        row = _row(store, defn.id, now)
+        fires.append(_complete(runtime, defn, row.session_id, row.fired_for))
+        row = rows.schedule_row(store, defn.id, now)
     lower = row.fired_for if row.fired_for is not None else row.since - 1.0
     due = latest_instant(defn, lower, now)
     if due is None:
         return [fire for fire in fires if fire is not None]
-    session_id = _session_for(app, defn, due)
-    skipped = _claim(store, defn, due, session_id)
+    session_id = _session_for(runtime, defn, due)
+    skipped = rows.claim_instant(store, defn.id, defn.overlap, due, session_id)
     if skipped is None:
         return [fire for fire in fires if fire is not None]  # another process claimed it
     if skipped:
         fires.append(ScheduleFire(defn.id, due, "skipped", session_id))
     else:
-        fires.append(_complete(app, defn, session_id, due.timestamp()))
+        fires.append(_complete(runtime, defn, session_id, due.timestamp()))
     return [fire for fire in fires if fire is not None]
 
 
-def _row(store: Any, schedule_id: str, now: float) -> Any:
-    """The schedule's row; created on first sight with ``since`` = the minute of ``now``."""
-    query = sa.select(t.schedules).where(t.schedules.c.id == schedule_id)
-    with store.read() as conn:
-        row = conn.execute(query).first()
-    if row is not None:
-        return row
-    try:
-        with store.write() as tx:
-            tx.execute(
-                t.schedules.insert().values(
-                    id=schedule_id, since=now - now % 60, pending=False, updated_at=wall_now()
-                )
-            )
-    except sa.exc.IntegrityError:
-        pass  # another process created it first
-    with store.read() as conn:
-        return conn.execute(query).one()
-
-
-def _session_for(app: Any, defn: ScheduleDef, due: datetime) -> str:
+def _session_for(runtime: Runtime, defn: ScheduleDef, due: datetime) -> str:
     key = defn.session_key
     if key is None:
         key = f"schedule:{defn.id}"
@@ -286,47 +274,17 @@ def _session_for(app: Any, defn: ScheduleDef, due: datetime) -> str:
         key = check.check_key(key(ScheduleInfo(defn.id, due)), "session_key")
         if key is None:
             raise InvalidInputError("session_key", "returned None; return the session's key")
-    session, _ = app._running().store.create_session(defn.agent, key, {})
+    session, _ = runtime.open_session(defn.agent, key, {})
     return session.id
 
 
-def _claim(store: Any, defn: ScheduleDef, due: datetime, session_id: str) -> bool | None:
-    """Claim ``due``: None if already claimed, True if skipped (overlap), False to fire."""
-    stamp = due.timestamp()
-    with store.write() as tx:
-        row = tx.execute(
-            sa.select(t.schedules).where(t.schedules.c.id == defn.id).with_for_update()
-        ).one()
-        if row.pending or (row.fired_for is not None and row.fired_for >= stamp):
-            return None
-        busy = defn.overlap == "skip" and row.turn_id is not None and _active(tx, row.turn_id)
-        tx.execute(
-            t.schedules.update()
-            .where(t.schedules.c.id == defn.id)
-            .values(
-                fired_for=stamp,
-                pending=not busy,
-                session_id=session_id,
-                updated_at=wall_now(),
-            )
-        )
-        if busy:
-            data = {"schedule_id": defn.id, "scheduled_for": due.isoformat()}
-            tx.emit(session_id, "schedule.skipped", data)
-        return busy
-
-
-def _active(tx: Any, turn_id: str) -> bool:
-    status = tx.execute(sa.select(t.turns.c.status).where(t.turns.c.id == turn_id)).scalar()
-    return status in ACTIVE
-
-
-def _complete(app: Any, defn: ScheduleDef, session_id: str, stamp: float) -> ScheduleFire | None:
+def _complete(
+    runtime: Runtime, defn: ScheduleDef, session_id: str, stamp: float
+) -> ScheduleFire | None:
     """Store the claimed fire's input (once, whoever calls), then clear ``pending``.
 
     None when another process stored it first.
     """
-    core = app._running()
     due = datetime.fromtimestamp(stamp, defn.zone)
     new = NewInput(
         "schedule",
@@ -336,38 +294,28 @@ def _complete(app: Any, defn: ScheduleDef, session_id: str, stamp: float) -> Sch
         f"schedule:{defn.id}:{int(stamp)}",
     )
     try:
-        receipt = accept_once(core.store, session_id, new)
+        receipt = runtime.accept(session_id, new)
     except SessionEndedError:
         log.warning("schedule %r: its session %s has ended; not fired", defn.id, session_id)
-        _settle(core.store, defn.id, stamp, None)
+        rows.settle(runtime.store, defn.id, stamp, None)
         return ScheduleFire(defn.id, due, "session_ended", session_id)
-    _settle(core.store, defn.id, stamp, receipt.turn_id)
+    rows.settle(runtime.store, defn.id, stamp, receipt.turn_id)
     if receipt.duplicate:
         return None
     return ScheduleFire(defn.id, due, "fired", session_id, receipt.input_id, receipt.turn_id)
 
 
-def _settle(store: Any, schedule_id: str, stamp: float, turn_id: str | None) -> None:
-    with store.write() as tx:
-        tx.execute(
-            t.schedules.update()
-            .where(t.schedules.c.id == schedule_id, t.schedules.c.fired_for == stamp)
-            .values(pending=False, turn_id=turn_id, updated_at=wall_now())
-        )
-
-
 # -- listing -------------------------------------------------------------------
 
 
-def schedule_statuses(app: Any, now: float) -> list[ScheduleStatus]:
-    """Every schedule of ``app`` with its next fire time after ``now``."""
-    store = app._running().store
-    with store.read() as conn:
-        rows = {row.id: row for row in conn.execute(sa.select(t.schedules)).all()}
+def schedule_statuses(
+    runtime: Runtime, schedules: Iterable[ScheduleDef], now: float
+) -> list[ScheduleStatus]:
+    """Every schedule with its next fire time after ``now``."""
+    fired_for = rows.fired_instants(runtime.store)
     statuses = []
-    for defn in app._schedules.values():
-        row = rows.get(defn.id)
-        fired = None if row is None or row.fired_for is None else row.fired_for
+    for defn in schedules:
+        fired = fired_for.get(defn.id)
         after = now if fired is None else max(now, fired)
         statuses.append(
             ScheduleStatus(
@@ -392,24 +340,29 @@ def utc_now() -> datetime:
 
 
 class ScheduleTicker:
-    """Calls ``app.run_schedules`` with the real time at start and each minute after.
+    """Calls ``fire(now)`` with the real time at start and each minute after.
 
     It runs on its own loop thread, so it lives as long as the App whatever
     loop started it (``with app:`` runs start and stop on short-lived loops).
+    ``any_defined()`` says whether there is anything to fire.
     """
 
-    def __init__(self, app: Any) -> None:
+    def __init__(
+        self,
+        fire: Callable[[datetime], Awaitable[Any]],
+        any_defined: Callable[[], bool],
+    ) -> None:
         from turnkit._loop_thread import LoopThread
 
-        self._app = app
+        self._fire, self._any_defined = fire, any_defined
         self._thread = LoopThread("turnkit-schedules")
         self._future = self._thread.submit(self._tick())
 
     async def _tick(self) -> None:
         while True:
-            if self._app._schedules:
+            if self._any_defined():
                 try:
-                    await self._app.run_schedules(datetime.now(UTC))
+                    await self._fire(datetime.now(UTC))
                 except Exception:
                     log.exception("run_schedules failed; trying again at the next minute")
             # a little past the minute, so the instant of this minute is due

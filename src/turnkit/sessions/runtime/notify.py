@@ -137,7 +137,7 @@ def sqlite_probe(engine: sa.Engine) -> Callable[[], object]:
 
 def postgres_probe(engine: sa.Engine) -> Callable[[], object]:
     """The newest event id and the running turns asked to stop, in one query."""
-    from turnkit.sessions import schema as t
+    from turnkit.sessions.db import schema as t
 
     asked = (
         sa.select(sa.func.count())

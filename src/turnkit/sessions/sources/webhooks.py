@@ -26,7 +26,7 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from turnkit.errors import (
     InvalidInputError,
@@ -34,10 +34,12 @@ from turnkit.errors import (
     WebhookNotFoundError,
     WebhookSignatureError,
 )
-from turnkit.sessions import _checks as check
-from turnkit.sessions._accept import accept_once
-from turnkit.sessions.records import Receipt
-from turnkit.sessions.store import NewInput
+from turnkit.sessions.db.inputs import NewInput
+from turnkit.sessions.model import checks as check
+from turnkit.sessions.model.records import Receipt
+
+if TYPE_CHECKING:
+    from turnkit.sessions.runtime.runtime import Runtime
 
 __all__ = [
     "MAX_WEBHOOK_BODY_BYTES",
@@ -62,7 +64,7 @@ class WebhookDef:
     id: str
     agent: str
     verifier: Any  # standardwebhooks.Webhook
-    session_key: Callable[[Any], str] | None
+    session_key: Callable[[Any], str] | str | None  # a function of the payload, or a fixed key
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -97,8 +99,17 @@ def define_webhook(
         verifier = Webhook(secret)
     except Exception as err:  # binascii.Error, EmptyWebhookSecretError, RuntimeError
         raise ValueError(f"{where}: secret is not base64 after 'whsec_' ({err})") from None
-    if session_key is not None and not callable(session_key):
-        raise ValueError(f"{where}: session_key must be a function of the payload, or None")
+    if isinstance(session_key, str):
+        try:
+            check.check_key(session_key, "session_key")
+        except InvalidInputError as err:
+            raise ValueError(f"{where}: {err}") from None
+    elif session_key is not None and not callable(session_key):
+        raise ValueError(
+            f"{where}: session_key must be a string (one session for every delivery), "
+            f"a function of the payload that returns the session's key, or None; "
+            f"got {type(session_key).__name__}"
+        )
     return WebhookDef(webhook_id, agent, verifier, session_key)  # type: ignore[arg-type]
 
 
@@ -165,6 +176,8 @@ def parse_body(body: bytes) -> Any:
 def _session_key(defn: WebhookDef, payload: Any) -> str:
     if defn.session_key is None:
         return f"webhook:{defn.id}"
+    if isinstance(defn.session_key, str):
+        return defn.session_key
     try:
         key = defn.session_key(payload)
     except Exception as err:
@@ -177,16 +190,19 @@ def _session_key(defn: WebhookDef, payload: Any) -> str:
 
 
 async def deliver_webhook(
-    app: Any, webhook_id: str, headers: Mapping[str, str], body: bytes, now: float | None = None
+    runtime: Runtime,
+    defn: WebhookDef | None,
+    webhook_id: str,
+    headers: Mapping[str, str],
+    body: bytes,
+    now: float | None = None,
 ) -> WebhookDelivery:
-    """Verify a delivery to ``webhook_id`` and give its payload to the session it picks.
+    """Verify a delivery to webhook ``defn`` and give its payload to the session it picks.
 
-    Raises ``WebhookNotFoundError``, ``WebhookSignatureError`` (nothing
-    stored), ``InvalidInputError`` (``body`` not JSON or too large,
-    ``session_key`` failing), ``SessionEndedError``.
+    Raises ``WebhookNotFoundError`` (no such webhook: ``defn`` is None),
+    ``WebhookSignatureError`` (nothing stored), ``InvalidInputError`` (``body``
+    not JSON or too large, ``session_key`` failing), ``SessionEndedError``.
     """
-    core = app._running()
-    defn = app._webhooks.get(webhook_id)
     if defn is None:
         raise WebhookNotFoundError(webhook_id)
     if len(body) > MAX_WEBHOOK_BODY_BYTES:
@@ -195,7 +211,7 @@ async def deliver_webhook(
     payload = parse_body(body)
     payload_json = check.check_payload(payload)
     key = _session_key(defn, payload)
-    session, _ = await asyncio.to_thread(core.store.create_session, defn.agent, key, {})
+    session, _ = await asyncio.to_thread(runtime.open_session, defn.agent, key, {})
     new = NewInput(
         "webhook",
         None,
@@ -203,5 +219,5 @@ async def deliver_webhook(
         {"webhook": {"id": defn.id, "message_id": message_id}},
         f"webhook:{defn.id}:{message_id}",
     )
-    receipt = await asyncio.to_thread(accept_once, core.store, session.id, new)
+    receipt = await asyncio.to_thread(runtime.accept, session.id, new)
     return WebhookDelivery(defn.id, message_id, session.id, receipt)

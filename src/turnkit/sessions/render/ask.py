@@ -12,7 +12,7 @@ import hashlib
 from typing import Any
 
 from turnkit.messages import ToolUseBlock
-from turnkit.sessions.records import Question, QuestionOption
+from turnkit.sessions.model.records import Question, QuestionOption
 from turnkit.tools import Tool
 
 __all__ = ["ASK", "answer_value", "ask_tool", "question_for"]

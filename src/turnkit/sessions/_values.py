@@ -1,0 +1,42 @@
+"""Small value helpers every part of sessions uses: ids, times, JSON text, UTF-8 cuts.
+
+Light on purpose (standard library only): the render hooks and
+``turnkit.subagent`` import this without loading SQLAlchemy or DBOS.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+__all__ = ["cut_utf8", "dumps", "new_id", "now", "when"]
+
+
+def dumps(value: Any) -> str:
+    """JSON text as turnkit stores it: UTF-8, compact, no NaN."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def now() -> float:
+    """The wall clock, in UNIX seconds: the one clock sessions read."""
+    return time.time()
+
+
+def when(seconds: float | None) -> datetime | None:
+    """A stored time (UNIX seconds) as an aware UTC datetime."""
+    return None if seconds is None else datetime.fromtimestamp(seconds, UTC)
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex}"
+
+
+def cut_utf8(text: str, limit: int) -> tuple[str, bool]:
+    """``text`` cut at a character boundary to at most ``limit`` bytes of UTF-8."""
+    raw = text.encode("utf-8")
+    if len(raw) <= limit:
+        return text, False
+    return raw[:limit].decode("utf-8", errors="ignore"), True

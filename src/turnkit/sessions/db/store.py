@@ -1,0 +1,378 @@
+"""Transactions and reads: the one door to turnkit's tables.
+
+Every state change and the events that describe it are written in one
+transaction (:meth:`Store.write`), so a reader never sees one without the
+other and a crash leaves neither half-written. Per-session sequence numbers
+(events, inputs, turns, messages, runners) are counters on the session row,
+bumped in the transaction that uses them: gapless, and in commit order.
+
+Session rows live here; turn transitions in :mod:`.turns`, inputs in
+:mod:`.inputs`, a turn's steps and messages in :mod:`.steps`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import sqlalchemy as sa
+
+from turnkit.errors import SessionNotFoundError, TurnNotFoundError
+from turnkit.messages import Message
+from turnkit.sessions._values import dumps, new_id, now, when
+from turnkit.sessions.db import schema as t
+from turnkit.sessions.db.engines import Databases
+from turnkit.sessions.model.events import TURN_END_TYPES, SessionEvent
+from turnkit.sessions.model.inputs import AgentInput
+from turnkit.sessions.model.records import Event, Question, Session, Turn
+from turnkit.sessions.model.status import ACTIVE, SessionState, TurnState
+
+__all__ = ["Dispatch", "Store", "TurnEndListener", "TurnEnded", "Tx", "ended_key"]
+
+
+def ended_key(session_id: str) -> str:
+    """The notification key of "a turn of this session ended"."""
+    return f"{session_id}#ended"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEnded:
+    """A turn's outcome, as listeners see it in the transaction that records it."""
+
+    session_id: str
+    agent: str
+    turn_id: str
+    event_id: int
+    status: TurnState
+    reason: str | None
+    error: str | None
+    result: dict[str, Any] | None  # {text, truncated} of a completed turn
+    output: str | None
+    question: dict[str, Any] | None
+
+
+class TurnEndListener(Protocol):
+    """Told of every turn's end inside the transaction that ends it.
+
+    What it writes commits with the end or not at all (subscriptions' inputs,
+    a channel's outbox row). Turns folded into an answer (``reason="held"``)
+    are not outcomes and are not told.
+    """
+
+    def turn_ended(self, tx: Tx, ended: TurnEnded) -> None: ...
+
+
+class Dispatch(Protocol):
+    """Gives a session with queued work a runner (see :mod:`turnkit.sessions.runtime.dispatch`)."""
+
+    def turn_queued(self, tx: Tx, session_id: str) -> None: ...
+
+
+_BUMP = {
+    name: t.sessions.update()
+    .where(t.sessions.c.id == sa.bindparam("sid"))
+    .values({name: t.sessions.c[name] + 1})
+    .returning(t.sessions.c[name])
+    for name in ("event_seq", "input_seq", "turn_seq", "message_seq", "runner_seq")
+}
+_INSERT_EVENT = t.events.insert()
+
+
+class Tx:
+    """One write transaction: statements, the events they cause, what runs after commit."""
+
+    def __init__(self, conn: sa.Connection, store: Store) -> None:
+        self.conn = conn
+        self.store = store
+        self.appended: set[str] = set()
+        self.after: list[Callable[[], None]] = []
+        self.undo: list[Callable[[], None]] = []
+
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` once this transaction has committed (not on rollback)."""
+        if callback not in self.after:
+            self.after.append(callback)
+
+    def on_rollback(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` if this transaction does not commit."""
+        self.undo.append(callback)
+
+    def execute(self, statement: Any, *args: Any) -> sa.CursorResult[Any]:
+        return self.conn.execute(statement, *args)
+
+    def bump(self, session_id: str, counter: str) -> int:
+        """Add one to a counter of the session's row; the new value."""
+        row = self.conn.execute(_BUMP[counter], {"sid": session_id}).first()
+        if row is None:
+            raise SessionNotFoundError(session_id)
+        return int(row[0])
+
+    def emit(self, session_id: str, event: SessionEvent, turn_id: str | None = None) -> int:
+        """Append ``event`` to the session's log; its id."""
+        values = {
+            "session_id": session_id,
+            "seq": self.bump(session_id, "event_seq"),
+            "turn_id": turn_id,
+            "type": event.type,
+            "timestamp": now(),
+            "data": dumps(event.data()),
+        }
+        inserted = self.conn.execute(_INSERT_EVENT, values)
+        self.appended.add(session_id)
+        if event.type in TURN_END_TYPES:  # waiters on a turn's end listen on this key only
+            self.appended.add(ended_key(session_id))
+        return int(inserted.inserted_primary_key[0])
+
+    def lock_session(self, session_id: str) -> Any:
+        """The session's row, locked until commit (``SessionNotFoundError`` if none)."""
+        row = self.conn.execute(
+            sa.select(t.sessions).where(t.sessions.c.id == session_id).with_for_update()
+        ).first()
+        if row is None:
+            raise SessionNotFoundError(session_id)
+        return row
+
+
+class Store:
+    """turnkit's tables on one database (see :mod:`turnkit.sessions.db.schema`)."""
+
+    def __init__(
+        self,
+        databases: Databases,
+        dispatch: Dispatch,
+        on_commit: Callable[[set[str]], None] | None = None,
+    ) -> None:
+        self.databases = databases
+        self.dispatch = dispatch
+        self._on_commit = on_commit
+        self._write_lock = threading.Lock() if databases.sqlite else contextlib.nullcontext()
+        self.listeners: list[TurnEndListener] = []
+
+    @contextmanager
+    def write(self) -> Iterator[Tx]:
+        # On SQLite one writer at a time anyway: queueing here, not in SQLite's
+        # busy handler (which sleeps in steps of up to 100 ms), keeps latency low.
+        tx: Tx | None = None
+        try:
+            with self._write_lock, self.databases.write.begin() as conn:
+                tx = Tx(conn, self)
+                yield tx
+        except BaseException:
+            for undo in tx.undo if tx is not None else ():
+                undo()
+            raise
+        if tx.appended and self._on_commit is not None:
+            self._on_commit(tx.appended)
+        for callback in tx.after:
+            callback()
+
+    @contextmanager
+    def read(self) -> Iterator[sa.Connection]:
+        with self.databases.read.begin() as conn:
+            yield conn
+
+    # -- sessions ------------------------------------------------------------
+
+    def open_session(
+        self, agent: str, key: str | None, data: dict[str, Any], parent_id: str | None = None
+    ) -> tuple[Session, bool]:
+        """Get or create, in one transaction: the session, and whether it is new."""
+        with self.write() as tx:
+            if key is not None:
+                found = tx.execute(_by_key(agent, key)).first()
+                if found is not None:
+                    return self._session(tx.conn, found), False
+            values = _new_session(agent, key, data, parent_id)
+            if key is None:
+                tx.execute(t.sessions.insert().values(**values))
+            else:  # Postgres: another transaction may insert the key meanwhile
+                insert = _insert_ignoring_conflict(tx.conn, values)
+                if tx.execute(insert).first() is None:
+                    return self._session(tx.conn, tx.execute(_by_key(agent, key)).one()), False
+            row = tx.execute(sa.select(t.sessions).where(t.sessions.c.id == values["id"])).one()
+            return self._session(tx.conn, row), True
+
+    def find_session(self, agent: str, key: str) -> Session | None:
+        with self.read() as conn:
+            row = conn.execute(_by_key(agent, key)).first()
+            return None if row is None else self._session(conn, row)
+
+    def session(self, session_id: str) -> Session:
+        with self.read() as conn:
+            row = conn.execute(sa.select(t.sessions).where(t.sessions.c.id == session_id)).first()
+            if row is None:
+                raise SessionNotFoundError(session_id)
+            return self._session(conn, row)
+
+    def _session(self, conn: sa.Connection, row: Any) -> Session:
+        question = None if row.question is None else Question.from_dict(json.loads(row.question))
+        if row.ended:
+            status = SessionState.ENDED
+        elif question is not None:
+            status = SessionState.AWAITING_INPUT
+        else:
+            busy = conn.execute(
+                sa.select(t.turns.c.id)
+                .where(t.turns.c.session_id == row.id, t.turns.c.status.in_(ACTIVE))
+                .limit(1)
+            ).first()
+            status = SessionState.RUNNING if busy else SessionState.IDLE
+        return Session(
+            row.id,
+            row.agent,
+            row.key,
+            status.value,  # type: ignore[arg-type]
+            question,
+            json.loads(row.data),
+            when(row.created_at),  # type: ignore[arg-type]
+            row.parent_id,
+            when(row.ended_at),
+        )
+
+    def session_agent(self, session_id: str) -> tuple[str, bool]:
+        """The session's agent name and whether it has ended."""
+        with self.read() as conn:
+            row = conn.execute(
+                sa.select(t.sessions.c.agent, t.sessions.c.ended).where(
+                    t.sessions.c.id == session_id
+                )
+            ).first()
+        if row is None:
+            raise SessionNotFoundError(session_id)
+        return row.agent, bool(row.ended)
+
+    # -- turns ---------------------------------------------------------------
+
+    def turn_status(self, turn_id: str) -> tuple[TurnState, str]:
+        """The turn's status and session id (cheap: for waiting)."""
+        with self.read() as conn:
+            row = conn.execute(
+                sa.select(t.turns.c.status, t.turns.c.session_id).where(t.turns.c.id == turn_id)
+            ).first()
+        if row is None:
+            raise TurnNotFoundError(turn_id)
+        return TurnState(row.status), row.session_id
+
+    def turn(self, turn_id: str) -> Turn:
+        with self.read() as conn:
+            row = conn.execute(sa.select(t.turns).where(t.turns.c.id == turn_id)).first()
+        if row is None:
+            raise TurnNotFoundError(turn_id)
+        return turn_record(row)
+
+    def running_turns(self, session_id: str) -> list[str]:
+        with self.read() as conn:
+            rows = conn.execute(
+                sa.select(t.turns.c.id).where(
+                    t.turns.c.session_id == session_id, t.turns.c.status == TurnState.RUNNING
+                )
+            ).all()
+        return [row.id for row in rows]
+
+    def cancel_requests(self, turn_ids: Sequence[str]) -> dict[str, str]:
+        """Of ``turn_ids``, the running ones asked to stop, with the reason."""
+        if not turn_ids:
+            return {}
+        with self.read() as conn:
+            rows = conn.execute(
+                sa.select(t.turns.c.id, t.turns.c.cancel_reason).where(
+                    t.turns.c.id.in_(turn_ids), t.turns.c.cancel_reason.is_not(None)
+                )
+            ).all()
+        return {row.id: row.cancel_reason for row in rows}
+
+    # -- events and history --------------------------------------------------
+
+    def events(self, session_id: str, after: int = 0, limit: int | None = None) -> list[Event]:
+        with self.read() as conn:
+            query = (
+                sa.select(t.events)
+                .where(t.events.c.session_id == session_id, t.events.c.seq > after)
+                .order_by(t.events.c.seq)
+            )
+            if limit is not None:
+                query = query.limit(limit)
+            rows = conn.execute(query).all()
+            if not rows:
+                exists = conn.execute(
+                    sa.select(t.sessions.c.id).where(t.sessions.c.id == session_id)
+                ).first()
+                if exists is None:
+                    raise SessionNotFoundError(session_id)
+        return [event_record(row) for row in rows]
+
+    def history(self, session_id: str) -> tuple[Message, ...]:
+        with self.read() as conn:
+            rows = conn.execute(
+                sa.select(t.messages.c.message)
+                .where(t.messages.c.session_id == session_id)
+                .order_by(t.messages.c.position)
+            ).all()
+        return tuple(Message.from_dict(json.loads(row.message)) for row in rows)
+
+
+def _by_key(agent: str, key: str) -> Any:
+    return sa.select(t.sessions).where(t.sessions.c.agent == agent, t.sessions.c.key == key)
+
+
+def _new_session(
+    agent: str, key: str | None, data: dict[str, Any], parent_id: str | None
+) -> dict[str, Any]:
+    return {
+        "id": new_id("ses"),
+        "agent": agent,
+        "key": key,
+        "ended": False,
+        "data": dumps(data),
+        "parent_id": parent_id,
+        "created_at": now(),
+        "event_seq": 0,
+        "input_seq": 0,
+        "turn_seq": 0,
+        "message_seq": 0,
+        "runner_seq": 0,
+    }
+
+
+def _insert_ignoring_conflict(conn: sa.Connection, values: dict[str, Any]) -> Any:
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    return insert(t.sessions).values(**values).on_conflict_do_nothing().returning(t.sessions.c.id)
+
+
+def turn_record(row: Any) -> Turn:
+    question = None if row.question is None else Question.from_dict(json.loads(row.question))
+    output_data = None if row.output_data is None else json.loads(row.output_data)
+    return Turn(
+        row.id,
+        row.session_id,
+        row.seq,
+        row.status,
+        AgentInput.from_dict(json.loads(row.input)),
+        row.output,
+        question,
+        row.error,
+        row.reason,
+        when(row.started_at),
+        when(row.ended_at),
+        output_data,
+    )
+
+
+def event_record(row: Any) -> Event:
+    return Event(
+        row.id,
+        row.seq,
+        row.session_id,
+        row.turn_id,
+        row.type,
+        when(row.timestamp),  # type: ignore[arg-type]
+        json.loads(row.data),  # plain JSON, decoded anew for every reader
+    )

@@ -1,0 +1,80 @@
+"""Subscription rows: who watches which session or agent (see :mod:`..sources.subscriptions`)."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from turnkit.errors import SessionEndedError, SessionNotFoundError
+from turnkit.sessions._values import new_id, now
+from turnkit.sessions.db import schema as t
+from turnkit.sessions.db.store import Store, Tx
+
+__all__ = ["subscribe", "subscribers_of", "unsubscribe"]
+
+
+def subscribe(
+    store: Store, subscriber_id: str, to_session: str | None, to_agent: str | None
+) -> str:
+    """Record the subscription (idempotent); its id."""
+    with store.write() as tx:
+        _check_session(tx, subscriber_id)
+        if to_session is not None:
+            _check_session(tx, to_session, ended_ok=True)
+        found = tx.execute(_match(subscriber_id, to_session, to_agent)).first()
+        if found is not None:
+            return str(found.id)
+        subscription_id = new_id("sub")
+        tx.execute(
+            t.subscriptions.insert().values(
+                id=subscription_id,
+                subscriber_id=subscriber_id,
+                to_session=to_session,
+                to_agent=to_agent,
+                created_at=now(),
+            )
+        )
+        return subscription_id
+
+
+def unsubscribe(
+    store: Store, subscriber_id: str, to_session: str | None, to_agent: str | None
+) -> bool:
+    """Remove the subscription; whether there was one."""
+    with store.write() as tx:
+        found = tx.execute(_match(subscriber_id, to_session, to_agent)).first()
+        if found is None:
+            return False
+        tx.execute(t.subscriptions.delete().where(t.subscriptions.c.id == found.id))
+        return True
+
+
+def subscribers_of(tx: Tx, session_id: str, agent: str) -> list[str]:
+    """The sessions told of this session's outcomes (never the session itself)."""
+    c = t.subscriptions.c
+    rows = tx.execute(
+        sa.select(c.subscriber_id)
+        .where(
+            sa.or_(c.to_session == session_id, c.to_agent == agent),
+            c.subscriber_id != session_id,
+        )
+        .distinct()
+        .order_by(c.subscriber_id)
+    ).all()
+    return [row.subscriber_id for row in rows]
+
+
+def _match(subscriber_id: str, to_session: str | None, to_agent: str | None) -> sa.Select:
+    c = t.subscriptions.c
+    return sa.select(c.id).where(
+        c.subscriber_id == subscriber_id,
+        c.to_session.is_(None) if to_session is None else c.to_session == to_session,
+        c.to_agent.is_(None) if to_agent is None else c.to_agent == to_agent,
+    )
+
+
+def _check_session(tx: Tx, session_id: str, ended_ok: bool = False) -> None:
+    row = tx.execute(sa.select(t.sessions.c.ended).where(t.sessions.c.id == session_id)).first()
+    if row is None:
+        raise SessionNotFoundError(session_id)
+    if row.ended and not ended_ok:
+        raise SessionEndedError(session_id)

@@ -1,0 +1,304 @@
+"""DBOS for sessions: one durable runner workflow per busy session, started at once.
+
+A session's turns run one at a time in its *runner*, a DBOS workflow that
+claims the session's next queued turn until none is left (see the lifecycle
+in :mod:`turnkit.sessions.db.turns`). The :class:`Dispatcher` names a runner
+in the transaction that queues a turn for a session without one, then:
+
+- starts it directly after the commit when this process runs turns and has
+  a free slot (``max_running`` runners at a time): no queue poll stands
+  between an input and its turn;
+- else enqueues it on DBOS's queue in that same transaction, for whichever
+  process has a free slot (this one when it is full; any other when it runs
+  no turns).
+
+A crash between the commit and the direct start leaves a session whose
+runner DBOS has never heard of; :meth:`Dispatcher.recover` (at launch) finds
+such sessions and starts the runner under the same id. Runner ids are
+deterministic and DBOS runs one workflow per id, so a runner started twice,
+from two processes or twice by one, still runs once.
+
+DBOS is one per process, so one App runs its engine in a process at a time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import sqlalchemy as sa
+from dbos import DBOS, DBOSClient, SetWorkflowID
+
+from turnkit._loop_thread import LoopThread
+from turnkit.sessions.db import schema as t
+from turnkit.sessions.db.engines import Databases
+from turnkit.sessions.db.store import Tx
+from turnkit.sessions.model.status import TurnState
+
+__all__ = ["APP_VERSION", "QUEUE", "WORKFLOW", "Dispatcher"]
+
+QUEUE = "turnkit_turns"
+WORKFLOW = "turnkit_turn"
+# Fixed, so workflows are recovered across restarts of changed user code:
+# a turn's progress is replayed from turnkit's own step records.
+APP_VERSION = "turnkit-1"
+_FINISHED = frozenset({"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"})
+
+SessionBody = Callable[[str, str], Awaitable[None]]  # (runner id, session id)
+
+_lock = threading.Lock()
+_body: SessionBody | None = None
+log = logging.getLogger("turnkit.sessions")
+
+
+@DBOS.workflow(name=WORKFLOW)
+async def _runner_workflow(session_id: str) -> None:
+    body = _body
+    if body is None:  # only if DBOS outlives the App that launched it
+        raise RuntimeError("no turnkit App is running in this process")
+    await body(DBOS.workflow_id or "", session_id)
+
+
+class _DropCancelled(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "task cancelled" not in record.getMessage()
+
+
+@contextlib.contextmanager
+def _quiet_cancellations() -> Iterator[None]:
+    logger, dropped = logging.getLogger("dbos"), _DropCancelled()
+    logger.addFilter(dropped)
+    try:
+        yield
+    finally:
+        logger.removeFilter(dropped)
+
+
+class Dispatcher:
+    """Launches DBOS on the App's database and gives busy sessions their runners."""
+
+    def __init__(
+        self,
+        databases: Databases,
+        executor_id: str,
+        polling_interval: float,
+        max_running: int,
+    ) -> None:
+        self.databases = databases
+        self.executor_id = executor_id
+        self.polling_interval = polling_interval
+        self.max_running = max_running
+        self.client: DBOSClient | None = None
+        self.launched = False
+        self._runs: Callable[[str, str], Awaitable[None]] | None = None
+        self._running: set[str] = set()  # runner ids whose body runs here
+        self._starting = 0  # direct starts named, not yet begun
+        self._count = threading.Lock()
+        self._loop: LoopThread | None = None
+
+    # -- launch and shutdown -------------------------------------------------
+
+    def launch(self, run_session: Callable[[str, str], Awaitable[None]] | None) -> None:
+        """Start DBOS in this process (blocking; call it off the event loop).
+
+        Without ``run_session`` only the client side starts: turns are
+        enqueued here, and other processes run them.
+        """
+        global _body
+        self._client()
+        if run_session is None:
+            return
+        with _lock:
+            if _body is not None:
+                raise RuntimeError(
+                    "another turnkit App is already running in this process (DBOS is one "
+                    "per process); leave it (async with / with) before starting this one"
+                )
+            _body = self._run_body
+        self._runs = run_session
+        try:
+            self._launch()
+            self._loop = LoopThread("turnkit-turns")
+            self.recover()
+        except BaseException:
+            self.shutdown()
+            raise
+
+    def _client(self) -> None:
+        url = self.databases.url
+        DBOS.migrate(url)
+        engine = self.databases.dbos
+        self.client = DBOSClient(
+            system_database_url=None if engine is not None else url,
+            system_database_engine=engine,
+            application_name="turnkit",
+        )
+        self.client.register_queue(
+            QUEUE,
+            partition_concurrency=1,
+            worker_concurrency=self.max_running,
+            polling_interval_sec=self.polling_interval,
+        )
+
+    def _launch(self) -> None:
+        url, engine = self.databases.url, self.databases.dbos
+        self.launched = True
+        config: dict[str, Any] = {
+            "name": "turnkit",
+            "system_database_url": url,
+            "application_version": APP_VERSION,
+            "executor_id": self.executor_id,
+            "log_level": "WARNING",
+            "notification_listener_polling_interval_sec": 0.05,
+        }
+        if engine is not None:
+            config["system_database_engine"] = engine
+        DBOS(config=config)  # type: ignore[arg-type]
+        DBOS.launch()
+
+    def shutdown(self) -> None:
+        """Stop DBOS; runners still running resume at the next launch."""
+        global _body
+        loop, self._loop = self._loop, None
+        if loop is not None:  # runners started here stop first; they resume at the next launch
+            loop.close()
+        try:
+            if self.launched:
+                # Turns cut short here resume at the next start; DBOS's warning about
+                # each cancelled task would only be noise.
+                with _quiet_cancellations():
+                    DBOS.destroy(workflow_completion_timeout_sec=0)
+        finally:
+            if self.client is not None:
+                self.client.destroy()
+                self.client = None
+            if self.launched:
+                self.launched = False
+                with _lock:
+                    _body = None
+
+    # -- runners ---------------------------------------------------------------
+
+    def turn_queued(self, tx: Tx, session_id: str) -> None:
+        """In the transaction that queued a turn: name the session's runner if it has none."""
+        runner = tx.execute(
+            sa.select(t.sessions.c.runner).where(t.sessions.c.id == session_id)
+        ).scalar()
+        if runner is None:
+            self._name_runner(tx, session_id)
+
+    def _name_runner(self, tx: Tx, session_id: str) -> str:
+        runner_id = f"run-{session_id}-{tx.bump(session_id, 'runner_seq')}"
+        statement = t.sessions.update().where(t.sessions.c.id == session_id)
+        tx.execute(statement.values(runner=runner_id))
+        if self._reserve():
+            tx.on_rollback(self._unreserve)
+            tx.after_commit(lambda: self._start(runner_id, session_id))
+        else:
+            assert self.client is not None, "the engine is not launched"
+            options: Any = {
+                "workflow_name": WORKFLOW,
+                "queue_name": QUEUE,
+                "workflow_id": runner_id,
+                "queue_partition_key": session_id,
+                "app_version": APP_VERSION,
+            }
+            self.client.enqueue_in_transaction(tx.conn, options, session_id)
+        return runner_id
+
+    def _reserve(self) -> bool:
+        if self._loop is None:  # runs no turns here (or not launched yet): the queue
+            return False
+        with self._count:
+            if len(self._running) + self._starting >= self.max_running:
+                return False
+            self._starting += 1
+            return True
+
+    def _unreserve(self) -> None:
+        with self._count:
+            self._starting -= 1
+
+    def _start(self, runner_id: str, session_id: str) -> None:
+        loop = self._loop
+        if loop is None:  # stopping: the runner is found by the next launch's recovery
+            self._unreserve()
+            return
+        # In a context of its own: this may run in a thread that carries a running
+        # workflow's DBOS context (a turn's end starting a subscriber's runner), and
+        # a workflow started there would be taken for that workflow's child step.
+        contextvars.Context().run(loop.submit, self._start_async(runner_id, session_id))
+
+    async def _start_async(self, runner_id: str, session_id: str) -> None:
+        try:
+            with SetWorkflowID(runner_id):
+                await DBOS.start_workflow_async(_runner_workflow, session_id)
+        except Exception:  # the database refused: recovery at the next launch starts it
+            log.exception("turnkit: starting runner %s failed", runner_id)
+        finally:
+            self._unreserve()
+
+    async def _run_body(self, runner_id: str, session_id: str) -> None:
+        with self._count:
+            self._running.add(runner_id)
+        try:
+            assert self._runs is not None
+            await self._runs(runner_id, session_id)
+        finally:
+            with self._count:
+                self._running.discard(runner_id)
+
+    # -- recovery --------------------------------------------------------------
+
+    def recover(self) -> int:
+        """Give every session with work left a live runner; how many were (re)started.
+
+        Finds sessions whose runner DBOS does not know (a crash between an
+        input's commit and its runner's start) or whose runner has finished
+        without giving the session up, and sessions with queued turns and no
+        runner at all (a database written by an older turnkit).
+        """
+        with self.databases.read.connect() as conn:
+            named = conn.execute(
+                sa.select(t.sessions.c.id, t.sessions.c.runner).where(
+                    t.sessions.c.runner.is_not(None)
+                )
+            ).all()
+            queued = sa.select(t.turns.c.session_id).where(t.turns.c.status == TurnState.QUEUED)
+            unnamed = conn.execute(
+                sa.select(t.sessions.c.id).where(
+                    t.sessions.c.runner.is_(None), t.sessions.c.id.in_(queued)
+                )
+            ).all()
+        started = 0
+        for session_id, runner_id in named:
+            status = DBOS.get_workflow_status(runner_id)
+            if status is None:
+                self._start_now(runner_id, session_id)
+                started += 1
+            elif status.status in _FINISHED:
+                started += self._replace(session_id, runner_id)
+        for (session_id,) in unnamed:
+            started += self._replace(session_id, None)
+        return started
+
+    def _start_now(self, runner_id: str, session_id: str) -> None:
+        with SetWorkflowID(runner_id):
+            DBOS.start_workflow(_runner_workflow, session_id)
+
+    def _replace(self, session_id: str, stale: str | None) -> int:
+        from turnkit.sessions.db.store import Store  # the store's transaction, its lock
+
+        store = Store(self.databases, self)
+        with store.write() as tx:
+            row = tx.lock_session(session_id)
+            if row.runner != stale:
+                return 0
+            statement = t.sessions.update().where(t.sessions.c.id == session_id)
+            tx.execute(statement.values(runner=None))
+            self._name_runner(tx, session_id)
+        return 1

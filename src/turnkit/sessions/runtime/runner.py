@@ -1,0 +1,271 @@
+"""Running turns: a session's runner claims its turns one by one and runs each.
+
+There is one agent loop in turnkit (:class:`turnkit.agent.loop.Turns`); a
+turn hands it a :class:`~.durable.DurableModel` and a tool runner that are
+themselves durable. :meth:`TurnExecution._run_tool` records a call as
+started (``tool.started``) before it runs and its result after
+(``tool.finished``); a call found started but not finished was interrupted
+by a crash: it gets an error result, or runs again when its tool is
+``idempotent``. Messages are stored as the loop produces them, keyed by
+their place in the turn, so the replay after a crash stores none twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import threading
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from turnkit.agent.loop import RunState, Turns
+from turnkit.messages import Message, ToolResultBlock, ToolUseBlock, validate_blocks
+from turnkit.messages._json import thaw
+from turnkit.sessions._values import dumps
+from turnkit.sessions.db.steps import Claim, Ending, Journal, PendingWrites
+from turnkit.sessions.model.status import TurnState
+from turnkit.sessions.render.ask import ASK, ask_tool, question_for
+from turnkit.sessions.runtime.durable import DurableModel, RenderError
+from turnkit.sessions.sources.subagents import ToolCallScope, current_call
+from turnkit.tools import ToolInputError, execute_tool_call
+
+if TYPE_CHECKING:
+    from turnkit.sessions.definitions import AgentDef, Definitions
+
+__all__ = ["TurnExecution", "TurnWorker"]
+
+Delegate = Callable[..., Awaitable[str]]
+
+
+class TurnExecution:
+    """One execution of one turn (a replay after a crash is another)."""
+
+    def __init__(self, worker: TurnWorker, claim: Claim, agent: AgentDef) -> None:
+        self.worker, self.claim, self.agent = worker, claim, agent
+        self.journal = worker.journal
+        self.data = claim.data  # use_session_data(): saved when the turn ends
+        self.pending = PendingWrites()
+        resolve = worker.definitions.tool_resolver(agent)
+        self.model = DurableModel(agent, claim, self.data, resolve, self.journal, self.pending)
+        self.index = 0  # messages produced so far (the input is 0)
+        self.held_results: list[ToolResultBlock] = []  # other results, held with a question
+
+    async def run(self) -> None:
+        turns = Turns(
+            system=None,
+            tools=self.model.tools,
+            settings=self.agent.settings,
+            max_turns=self.agent.max_turns,
+            transform_context=None,
+            convert_to_llm=None,
+            run_tool=self._run_tool,
+            output=self.agent.output,
+            output_retries=self.agent.output_retries,
+        )
+        state = RunState(self.claim.turn_id, self.claim.history)
+        try:
+            async for event in turns.run(self.model, state, streaming=True):
+                if event.type == "message":
+                    self._produced(event.message)
+        except asyncio.CancelledError:
+            reason = self.worker.cancel_reason(self.claim.turn_id)
+            if reason is None:
+                raise  # the process is stopping: the turn resumes at the next start
+            asyncio.current_task().uncancel()  # type: ignore[union-attr]
+            await self._cancelled(state, reason)
+            return
+        self.worker.ending(self.claim.turn_id)  # a cancel from now on would cut the end short
+        await self._finish(state.result())
+
+    def _produced(self, message: Message) -> None:
+        model = self.model
+        if model.asked is not None and message.role == "user":
+            # The ask call's result is the answer, in the turn that answers it:
+            # the other calls' results wait with the question.
+            self.held_results = [b for b in message.content if b.tool_use_id != model.ask_call]
+            return
+        self.index += 1
+        self.pending.messages.append((self.index, message))
+
+    def _write(self, fn: Callable[..., Any], *args: Any) -> Awaitable[Any]:
+        return asyncio.to_thread(fn, *args)
+
+    async def _cancelled(self, state: RunState, reason: str) -> None:
+        settled = state.settled()
+        for index, message in enumerate(settled[self.index :], start=self.index + 1):
+            self.pending.messages.append((index, message))
+        ending = Ending(TurnState.CANCELLED, reason=reason)
+        await self._write(self.journal.finish, self.claim, ending, self.pending.take())
+
+    async def _finish(self, result: Any) -> None:
+        claim, model = self.claim, self.model
+        try:
+            data_json = dumps(self.data)
+        except (TypeError, ValueError) as err:
+            error = f"use_session_data(): the session data is not JSON: {err}"
+            ending = Ending(TurnState.FAILED, error=error, reason="invalid_session_data")
+            await self._write(self.journal.finish, claim, ending, self.pending.take())
+            return
+        if model.asked is not None:
+            resume = {
+                "call_id": model.ask_call,
+                "results": [block.to_dict() for block in self.held_results],
+            }
+            pending = self.pending.take()
+            await self._write(
+                self.journal.finish_asking, claim, model.asked, resume, data_json, pending
+            )
+            return
+        if result.success:
+            ending = Ending(
+                TurnState.COMPLETED,
+                output=result.output,
+                usage=dataclasses.asdict(result.usage),
+                output_data_json=_output_json(result.output_data),
+                data_json=data_json,
+            )
+        else:
+            ending = Ending(
+                TurnState.FAILED,
+                error=result.error,
+                reason=_reason(result),
+                usage=dataclasses.asdict(result.usage),
+                data_json=data_json,
+            )
+        await self._write(self.journal.finish, claim, ending, self.pending.take())
+
+    async def _run_tool(self, call: ToolUseBlock, tools: Any) -> ToolResultBlock:
+        claim, journal = self.claim, self.journal
+        if call.name == ASK and tools.get(ASK) is ask_tool():
+            return self._ask(call)
+        step = None
+        if claim.resumed:
+            step = await asyncio.to_thread(journal.step, claim.turn_id, f"tool:{call.id}")
+        if step is not None and step.status == "done":
+            return validate_blocks([step.result])[0]  # type: ignore[return-value]
+        if step is not None:  # started before a crash, never finished
+            tool = tools.get(call.name)
+            if tool is None or not tool.idempotent:
+                block = ToolResultBlock(call.id, _interrupted(call.name), is_error=True)
+                await self._write(journal.finish_tool, claim.session_id, claim.turn_id, call, block)
+                return block
+        else:
+            pending = self.pending.take()
+            await self._write(journal.start_tool, claim.session_id, claim.turn_id, call, pending)
+        scope = ToolCallScope(self.worker.delegate, claim.session_id, claim.turn_id, call.id)
+        token = current_call.set(scope)
+        try:
+            block = await execute_tool_call(call, tools)
+        finally:
+            current_call.reset(token)
+        await self._write(journal.finish_tool, claim.session_id, claim.turn_id, call, block)
+        return block
+
+    def _ask(self, call: ToolUseBlock) -> ToolResultBlock:
+        try:
+            arguments = ask_tool().check_input(thaw(call.input))
+        except ToolInputError as err:
+            return ToolResultBlock(call.id, f"Invalid input for tool 'ask': {err}", is_error=True)
+        model = self.model
+        model.asked = question_for(self.claim.turn_id, call, arguments)
+        model.ask_call = call.id
+        return ToolResultBlock(call.id, "(waiting for the answer)")
+
+
+class TurnWorker:
+    """Runs the turns a session's runner claims, and cancels them on request."""
+
+    def __init__(self, journal: Journal, definitions: Definitions, delegate: Delegate) -> None:
+        self.journal = journal
+        self.definitions = definitions  # the agents, and what use_tool(name) offers
+        self.delegate = delegate  # what a subagent tool call does (Runtime.delegate)
+        self._tasks: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = {}
+        self._cancel_reasons: dict[str, str] = {}
+        self._ending: set[str] = set()  # turns writing their end: past cancelling
+        self._lock = threading.Lock()
+
+    @property
+    def local_turns(self) -> list[str]:
+        return list(self._tasks)
+
+    def cancel_reason(self, turn_id: str) -> str | None:
+        return self._cancel_reasons.get(turn_id)
+
+    def cancel(self, turn_id: str, reason: str) -> bool:
+        """Cancel ``turn_id`` if it runs in this process (from any thread)."""
+        with self._lock:
+            found = self._tasks.get(turn_id)
+            if found is None:
+                return False
+            if turn_id in self._cancel_reasons:
+                return True  # already asked: a second cancel would hit the cleanup
+            self._cancel_reasons[turn_id] = reason
+        loop, task = found
+        loop.call_soon_threadsafe(self._cancel_on_loop, turn_id, task)
+        return True
+
+    def ending(self, turn_id: str) -> None:
+        """The turn is writing its end (on its loop): a cancel now changes nothing."""
+        self._ending.add(turn_id)
+
+    def _cancel_on_loop(self, turn_id: str, task: asyncio.Task[Any]) -> None:
+        # On the turn's own loop, so this sees the turn as its task does: still
+        # running it (not already ending it, nor on to the next turn).
+        with self._lock:
+            current = self._tasks.get(turn_id)
+        if current is not None and current[1] is task and turn_id not in self._ending:
+            task.cancel()
+
+    async def run_session(self, runner_id: str, session_id: str) -> None:
+        """The body of a session's runner: claim its turns one by one and run each."""
+        while True:
+            claim = await asyncio.to_thread(self.journal.claim, session_id, runner_id)
+            if claim is None:
+                return
+            await self._run_turn(claim)
+
+    async def _run_turn(self, claim: Claim) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        with self._lock:
+            self._tasks[claim.turn_id] = (asyncio.get_running_loop(), task)
+        try:
+            agent = self.definitions.agents.get(claim.agent)
+            if agent is None:
+                error = f"agent {claim.agent!r} is not defined in the App running this turn"
+                ending = Ending(TurnState.FAILED, error=error, reason="unknown_agent")
+                await asyncio.to_thread(self.journal.finish, claim, ending)
+                return
+            await TurnExecution(self, claim, agent).run()
+        finally:
+            with self._lock:
+                self._tasks.pop(claim.turn_id, None)
+                self._cancel_reasons.pop(claim.turn_id, None)
+                self._ending.discard(claim.turn_id)
+
+
+def _interrupted(name: str) -> str:
+    return (
+        f"Tool call {name} was interrupted: the process running it stopped before it "
+        "finished, and it was not run again because the tool is not marked idempotent."
+    )
+
+
+def _reason(result: Any) -> str:
+    if result.stop_reason == "max_turns":
+        return "max_turns"
+    if isinstance(result.exception, RenderError):
+        return "render_error"
+    if result.exception is not None:
+        return "model_error"
+    return "error"
+
+
+def _output_json(value: Any) -> str | None:
+    """Structured output as stored JSON (a model or dataclass instance as its fields)."""
+    if value is None:
+        return None
+    import pydantic_core
+
+    return dumps(json.loads(pydantic_core.to_json(value)))

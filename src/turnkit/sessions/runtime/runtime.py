@@ -1,0 +1,198 @@
+"""What a started App holds: databases, store, journal, dispatcher, worker and wake-ups.
+
+Built and torn down off the event loop (:meth:`Runtime.open`,
+:meth:`Runtime.close`). The input sources (webhooks, schedules, channels)
+and the server reach sessions through this object and the App's public
+methods, never through the App's private names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from turnkit.sessions.db import schema, turns
+from turnkit.sessions.db.engines import Databases, resolve_url
+from turnkit.sessions.db.inputs import NewInput, accept_input
+from turnkit.sessions.db.steps import Journal
+from turnkit.sessions.db.store import Store, TurnEndListener, ended_key
+from turnkit.sessions.model.records import Event, Receipt, Session, Turn
+from turnkit.sessions.runtime.dispatch import Dispatcher
+from turnkit.sessions.runtime.notify import Notifier, postgres_probe, sqlite_probe
+from turnkit.sessions.runtime.runner import TurnWorker
+from turnkit.sessions.sources.subscriptions import SubscriptionFanOut
+
+if TYPE_CHECKING:
+    from turnkit.sessions.definitions import Definitions
+    from turnkit.sessions.sources.subagents import ToolCallScope
+
+__all__ = ["Runtime", "Settings"]
+
+FOLLOW_RECHECK_S = 5.0
+
+
+class Settings:
+    """How an App runs: where its database is, who it is, how many turns it runs."""
+
+    __slots__ = ("database_url", "executor_id", "max_running", "polling_interval", "workers")
+
+    def __init__(
+        self,
+        database_url: str | None,
+        executor_id: str,
+        polling_interval: float,
+        workers: bool,
+        max_running: int,
+    ) -> None:
+        self.database_url = database_url
+        self.executor_id = executor_id
+        self.polling_interval = polling_interval
+        self.workers = workers
+        self.max_running = max_running
+
+
+class Runtime:
+    """The running parts of one started App."""
+
+    def __init__(
+        self,
+        definitions: Definitions,
+        settings: Settings,
+        listeners: Sequence[TurnEndListener] = (),
+    ) -> None:
+        self.definitions = definitions
+        self.settings = settings
+        self.url = resolve_url(settings.database_url)
+        self._listeners = list(listeners)
+
+    def open(self) -> None:
+        databases = self.databases = Databases(self.url)
+        try:
+            schema.migrate(databases.write)
+            read = databases.read
+            self.notifier = Notifier(
+                sqlite_probe(read) if databases.sqlite else postgres_probe(read)
+            )
+            s = self.settings
+            self.dispatcher = Dispatcher(
+                databases, s.executor_id, s.polling_interval, s.max_running
+            )
+            self.store = Store(databases, self.dispatcher, self.notifier.notify)
+            self.store.listeners = [SubscriptionFanOut(), *self._listeners]
+            self.journal = Journal(self.store)
+            self.worker = TurnWorker(self.journal, self.definitions, self.delegate)
+            self.dispatcher.launch(self.worker.run_session if s.workers else None)
+            self.notifier.on_change(self._check_cancels)
+        except BaseException:
+            databases.dispose()
+            raise
+
+    def close(self) -> None:
+        try:
+            self.dispatcher.shutdown()
+        finally:
+            self.notifier.close()
+            self.databases.dispose()
+
+    # -- inputs and sessions ---------------------------------------------------
+
+    def accept(self, session_id: str, new: NewInput) -> Receipt:
+        """Store and route an input (blocking): its receipt."""
+        return accept_input(self.store, session_id, new)
+
+    def open_session(
+        self, agent: str, key: str | None, data: dict[str, Any], parent_id: str | None = None
+    ) -> tuple[Session, bool]:
+        """Get or create a session in one transaction (blocking)."""
+        return self.store.open_session(agent, key, data, parent_id)
+
+    def end_session(self, session_id: str) -> None:
+        """End the session; its running turns stop (blocking)."""
+        with self.store.write() as tx:
+            running = turns.end_session(tx, session_id)
+        for turn_id in running:
+            self.worker.cancel(turn_id, "session_ended")
+
+    # -- cancellation ----------------------------------------------------------
+
+    def cancel_running(self, session_id: str, reason: str) -> list[str]:
+        """Ask the session's running turns to stop (here at once, elsewhere via the
+        database); their ids (blocking)."""
+        with self.store.write() as tx:
+            tx.lock_session(session_id)
+            running = [
+                turn_id
+                for turn_id in turns.running(tx, session_id)
+                if turns.request_cancel(tx, turn_id, reason)
+            ]
+            for turn_id in running:  # this process's own turns stop after the commit
+                tx.after_commit(lambda turn_id=turn_id: self.worker.cancel(turn_id, reason))
+            tx.appended.add(session_id)  # other processes look at their turns
+        return running
+
+    def _check_cancels(self) -> None:
+        """After any change: stop local turns that another process asked to cancel."""
+        local = self.worker.local_turns
+        if not local:
+            return
+        for turn_id, reason in self.store.cancel_requests(local).items():
+            self.worker.cancel(turn_id, reason)
+
+    # -- waiting ---------------------------------------------------------------
+
+    async def wait_turn(self, turn_id: str, timeout: float | None) -> Turn:
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        key = None  # woken only when a turn of its session ends
+        while True:
+            seen = self.notifier.version(key or "")
+            status, found = await asyncio.to_thread(self.store.turn_status, turn_id)
+            if status.is_terminal():
+                return await asyncio.to_thread(self.store.turn, turn_id)
+            if key is None:  # now the session is known: wait on it
+                key = ended_key(found)
+                continue
+            left = None if deadline is None else deadline - loop.time()
+            if left is not None and left <= 0:
+                raise TimeoutError(f"turn {turn_id!r} is still {status} after {timeout} s")
+            await self.notifier.wait(key, seen, left)
+
+    async def follow(self, session_id: str, after: int) -> AsyncIterator[Event]:
+        while True:
+            seen = self.notifier.version(session_id)
+            events = await asyncio.to_thread(self.store.events, session_id, after, 500)
+            for event in events:
+                yield event
+                after = event.seq
+            if events:
+                continue
+            _, ended = await asyncio.to_thread(self.store.session_agent, session_id)
+            if ended and not await asyncio.to_thread(self.store.running_turns, session_id):
+                if not await asyncio.to_thread(self.store.events, session_id, after, 1):
+                    return
+                continue
+            await self.notifier.wait(session_id, seen, FOLLOW_RECHECK_S)
+
+    # -- sub-agents ------------------------------------------------------------
+
+    async def delegate(
+        self, scope: ToolCallScope, agent: str, task: str, payload: Any, wait: bool
+    ) -> str:
+        """A subagent tool call: the child session and its turn, keyed by the call."""
+        from turnkit.sessions.model import checks as check
+        from turnkit.sessions.sources.subagents import child_result, started
+        from turnkit.sessions.sources.subscriptions import subscribe
+
+        self.definitions.agent_named(agent)
+        text, payload_json = check.check_text(task, "task"), check.check_payload(payload)
+        new = NewInput("subagent", text, payload_json, {}, idempotency_key="subagent-task")
+        key = f"subagent:{scope.turn_id}:{scope.call_id}"
+        child, _ = await asyncio.to_thread(self.open_session, agent, key, {}, scope.session_id)
+        if not wait:  # before the task is sent: no outcome can come before it
+            await asyncio.to_thread(subscribe, self.store, scope.session_id, child.id, None)
+        receipt = await asyncio.to_thread(self.accept, child.id, new)
+        if not wait:
+            return started(child.id, receipt.turn_id)
+        turn = await self.wait_turn(receipt.turn_id or "", None)
+        return child_result(turn)
