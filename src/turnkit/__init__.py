@@ -9,7 +9,9 @@ from turnkit.agent import (
     RunResult,
     StreamEvent,
 )
+from turnkit.agent.compaction import Compaction, compact
 from turnkit.errors import (
+    ContextTooLongError,
     CostBudgetExceededError,
     ImagePolicyError,
     InvalidMessageError,
@@ -101,6 +103,8 @@ __all__ = [
     "Base64Source",
     "Budget",
     "CacheControl",
+    "Compaction",
+    "ContextTooLongError",
     "CostBudgetExceededError",
     "FileBlock",
     "ImageBlock",
@@ -137,6 +141,7 @@ __all__ = [
     "UnsupportedContentError",
     "UrlSource",
     "collapse_for_llm",
+    "compact",
     "default_convert_to_llm",
     "message_text_body",
     "normalize_tool_call_history",

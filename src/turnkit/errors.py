@@ -157,6 +157,27 @@ class BudgetExceededError(TurnkitError):
         return (_rebuild_budget_error, (type(self), str(self), self.spent, self.limit))
 
 
+class ContextTooLongError(TurnkitError):
+    """A conversation too long for its model, and compaction could not shorten it.
+
+    Raised before a model call when the conversation is estimated over
+    ``compaction.max_tokens``, the summariser failed or returned nothing, and
+    the estimate is over the model's ``context_window`` too. ``tokens`` is
+    the estimate, ``context_window`` the model's window, and ``cause`` says
+    why the summary did not happen. Durable sessions end such a turn with
+    ``reason="context_too_long"``.
+    """
+
+    def __init__(self, message: str, *, tokens: int, context_window: int, cause: str) -> None:
+        self.tokens = tokens
+        self.context_window = context_window
+        self.cause = cause
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild_with_state, (type(self), self.args, dict(vars(self))))
+
+
 class TokenBudgetExceededError(BudgetExceededError):
     """The tokens spent reached ``Budget.max_tokens``; the next model call is refused."""
 

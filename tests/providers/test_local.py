@@ -385,3 +385,44 @@ def test_answered_calls_and_repeats() -> None:
     assert not repeats_answered_call('{"tool": "add", "arguments": {}}', answered)  # no result yet
     assert not repeats_answered_call('{"answer": "42"}', answered)
     assert not repeats_answered_call("not json", answered)
+
+
+# -- compaction with the local model as summariser --------------------------------------
+
+
+async def test_the_local_model_summarises_a_long_conversation_and_goes_on(
+    model: LocalModel,
+) -> None:
+    from turnkit import Agent, AgentConfig, Compaction
+
+    assert model.context_window == model.n_ctx == 4096
+    facts = [
+        "My name is Ada and I live in Paris.",
+        "I keep two cats, Tom and Mia.",
+        "I work as a baker and start at five in the morning.",
+    ]
+    history = []
+    for fact in facts:
+        history += [
+            Message.user(f"{fact} {'Please remember it. ' * 20}"),
+            Message.assistant("Noted."),
+        ]
+    config = AgentConfig(
+        "local",
+        model=model,
+        max_output_tokens=16,
+        history=history,
+        compaction=Compaction(max_tokens=200, keep_last=2),
+    )
+    agent = Agent(config)
+    result = await agent.prompt("What are my cats called?")
+    assert result.success, result.error
+    stored = agent.get_history()
+    (summary,) = [m for m in stored if m.type == "compaction"]
+    assert summary.text.strip()
+    # the new question and the reply before it are kept; the summary stands for the rest
+    assert stored.index(summary) == 5
+    assert summary.metadata["replaced"] == 5
+    assert [m.text for m in stored[6:8]] == ["Noted.", "What are my cats called?"]
+    assert summary.metadata["tokens_after"] < summary.metadata["tokens_before"]
+    assert stored[-1].role == "assistant" and stored[-1].origin == Origin("local", DEFAULT_MODEL)

@@ -2,6 +2,7 @@
 
 from turnkit.agent.agent import Agent
 from turnkit.agent.approvals import Approval, ApprovalRequest
+from turnkit.agent.compaction import Compaction, compact
 from turnkit.agent.config import AgentConfig, resolve_agent_model
 from turnkit.agent.context import RunContext
 from turnkit.agent.results import RunResult, StreamEvent
@@ -11,8 +12,10 @@ __all__ = [
     "AgentConfig",
     "Approval",
     "ApprovalRequest",
+    "Compaction",
     "RunContext",
     "RunResult",
     "StreamEvent",
+    "compact",
     "resolve_agent_model",
 ]

@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from turnkit._sync import run_sync
+from turnkit.agent._compacting import RunCompaction, with_compactions
 from turnkit.agent._inputs import (
     approvals_input,
     history_input,
@@ -15,6 +16,7 @@ from turnkit.agent._inputs import (
     run_input,
 )
 from turnkit.agent.approvals import Approval
+from turnkit.agent.compaction import Compaction, TokenReport
 from turnkit.agent.config import AgentConfig, resolve_agent_model
 from turnkit.agent.context import RunContext, apply_after_run, apply_before_run, latest_prompt
 from turnkit.agent.loop import RunState, Turns
@@ -86,8 +88,11 @@ class Agent:
             convert_to_llm=config.convert_to_llm,
             output=_output_type(config, tools),
             output_retries=config.output_retries,
+            compaction=_compaction(config),
         )
+        self._turns.prepare(self._history)
         self._model: Model | None = None
+        self._report: TokenReport | None = None  # the provider's count for the last reply
         import threading  # here, not at the top: it keeps `import turnkit` lighter
 
         self._busy = threading.Lock()
@@ -307,14 +312,43 @@ class Agent:
         """Run ``state`` and append ``before`` and its messages to the history."""
         import asyncio
 
+        given = state.input
+        if self._config.compaction is not None:
+            state.compacting = RunCompaction(self._report)
         try:
             result = await self._complete(state, session=True)
         except asyncio.CancelledError:
             self._append(state, before, state.settled())
             raise
         if result.success:
-            self._append(state, before, result.messages)
+            self._keep(state, given, before, result)
         return result
+
+    def _keep(
+        self,
+        state: RunState,
+        given: tuple[Message, ...],
+        before: tuple[Message, ...],
+        result: RunResult,
+    ) -> None:
+        """Append a successful run to the history, its compaction messages in place.
+
+        They have a place only when the run's conversation is the history's
+        (``before_run`` and ``after_run`` changed no messages; a run that
+        completed the partial answer ending ``given`` dropped only that
+        answer); otherwise the next run compacts again, from the provider's
+        count of nothing stale.
+        """
+        compacting = state.compacting
+        if compacting is None or not compacting.made:
+            self._append(state, before, result.messages)
+        elif _same_input(state, given) and result.messages == tuple(state.added):
+            self._history = with_compactions((*state.input, *result.messages), compacting.made)
+        else:
+            self._append(state, before, result.messages)
+            compacting.report = None
+        if compacting is not None:
+            self._report = compacting.report
 
     def _append(
         self, state: RunState, before: tuple[Message, ...], added: Sequence[Message]
@@ -367,6 +401,32 @@ def _bind_backend(config: AgentConfig) -> Any:
             f"AcpBackend), got {type(config.backend).__name__}"
         )
     return bind(config)
+
+
+def _same_input(state: RunState, given: tuple[Message, ...]) -> bool:
+    """Whether the run's conversation began with ``given``, the history (and the
+    prompt): as it was, or without the partial answer the run completed."""
+    if state.input is given:
+        return True
+    replaced = state.replaced
+    return replaced is not None and given[-1:] == (replaced,) and state.input == given[:-1]
+
+
+def _compaction(config: AgentConfig) -> Compaction | None:
+    """The checked ``compaction`` setting; a wrong kind raises at build time."""
+    compaction = config.compaction
+    if compaction is None:
+        return None
+    if not isinstance(compaction, Compaction):
+        raise TypeError(
+            f"AgentConfig.compaction must be a turnkit.Compaction or None, got {compaction!r}"
+        )
+    if config.backend is not None:
+        raise ValueError(
+            "AgentConfig.compaction cannot be used with a backend: external agents keep "
+            "their own conversation"
+        )
+    return compaction
 
 
 def _output_type(config: AgentConfig, tools: dict[str, Tool]) -> OutputType | None:

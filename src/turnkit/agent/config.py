@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
+from turnkit.agent.compaction import Compaction
 from turnkit.messages import Message
 from turnkit.providers.base import Model
 from turnkit.providers.images import ImagePolicy
@@ -60,6 +61,12 @@ class AgentConfig:
       ``final_result`` tool. An answer that does not validate is sent back
       with the error, at most ``output_retries`` times, then the run fails
       with :class:`~turnkit.OutputValidationError`.
+    - ``compaction``: a :class:`~turnkit.Compaction`: before a model call
+      whose conversation is estimated over ``compaction.max_tokens``, the
+      older messages are summarised into one ``compaction`` message and the
+      model sees that summary and the latest messages. ``prompt()`` keeps
+      every message in the history, each compaction message at its place;
+      in ``run()`` it shortens what that run sends.
     - ``backend``: an external agent (:class:`~turnkit.backends.ProcessBackend`,
       :class:`~turnkit.backends.AcpBackend`) that runs the turns instead of
       ``model``; text only (SPEC section 6).
@@ -83,6 +90,7 @@ class AgentConfig:
     image_policy: ImagePolicy | None = None
     output_type: Any = None
     output_retries: int = 1
+    compaction: Compaction | None = None
 
 
 def resolve_agent_model(model: str | Model | None, default: str | Model | None = None) -> Model:

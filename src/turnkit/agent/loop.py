@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from typing import Any
 
 from turnkit._sync import maybe_await
+from turnkit.agent._compacting import RunCompaction
 from turnkit.agent.approvals import (
     Approval,
     ApprovalRequest,
@@ -21,6 +22,7 @@ from turnkit.agent.approvals import (
     needs_approval,
     pending_calls,
 )
+from turnkit.agent.compaction import Compaction, summariser_for
 from turnkit.agent.output import (
     OUTPUT_TOOL,
     OutputProgress,
@@ -30,16 +32,15 @@ from turnkit.agent.output import (
     take_output_call,
 )
 from turnkit.agent.results import RunResult, StreamEvent
+from turnkit.errors import ContextTooLongError
 from turnkit.messages import (
     Message,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
-    default_convert_to_llm,
-    normalize_tool_call_history,
     validate_messages,
 )
-from turnkit.messages.history import interrupted_result
+from turnkit.messages.history import LlmConversion, interrupted_result
 from turnkit.providers.base import (
     Model,
     ModelRequest,
@@ -64,6 +65,7 @@ class RunState:
         "answering",
         "approvals",
         "calls",
+        "compacting",
         "decisions",
         "error",
         "exception",
@@ -87,6 +89,7 @@ class RunState:
         self.calls: tuple[ToolUseBlock, ...] = ()  # the tool calls now running
         self.results: dict[str, ToolResultBlock] = {}
         self.output: OutputProgress | None = None  # set when the agent has an output_type
+        self.compacting: RunCompaction | None = None  # set when the agent has a compaction
         self.decisions: Mapping[str, Approval] | None = None  # for calls held at the input's end
         self.approvals: tuple[ApprovalRequest, ...] = ()  # the calls this run holds
         self.replaced: Message | None = None  # the input's partial answer the run completes
@@ -145,6 +148,7 @@ class Turns:
         run_tool: ToolRunner = execute_tool_call,
         output: OutputType | None = None,
         output_retries: int = 1,
+        compaction: Compaction | None = None,
     ) -> None:
         self.system = system
         self.tools = tools
@@ -156,6 +160,18 @@ class Turns:
         self.run_tool = run_tool  # sessions swap in a durable one
         self.output = output
         self.output_retries = output_retries
+        self.compaction = compaction
+        self._summariser: Model | None = None  # compaction.model, resolved on first use
+        # Messages are immutable, so what the pipeline made of a conversation
+        # is kept and only the new messages of the next call are converted.
+        self._conversion = LlmConversion(convert=convert_to_llm is None)
+
+    def prepare(self, history: Sequence[Message]) -> None:
+        """Convert ``history`` now (an agent's configured history, when it is
+        built), so that the first request converts only what follows it."""
+        pure = self.transform_context is None and self.convert_to_llm is None
+        if pure and self.compaction is None and history:
+            self._conversion(tuple(history))
 
     def with_tools(self, extra: Sequence[Tool]) -> Turns:
         """A copy that also offers ``extra`` (tools a source listed for one run)."""
@@ -179,12 +195,28 @@ class Turns:
         if self.transform_context is not None:
             transformed = await maybe_await(self.transform_context(list(messages)))
             messages = validate_messages(transformed, path="transform_context()")
-        if self.convert_to_llm is None:
-            converted: Any = default_convert_to_llm(messages)
-        else:
+        if self.convert_to_llm is not None:
             converted = await maybe_await(self.convert_to_llm(list(messages)))
-        llm = normalize_tool_call_history(converted)
-        return ModelRequest(tuple(llm), self.system, self.specs, self.settings)
+            messages = validate_messages(converted)
+        llm = self._conversion(tuple(messages))
+        return ModelRequest(llm, self.system, self.specs, self.settings)
+
+    async def context_for(self, model: Model, state: RunState) -> tuple[Message, ...] | None:
+        """The run's conversation as the model sees it next, compacted when due;
+        None (and a failure) when it is too long and compacting failed."""
+        conversation = (*state.input, *state.added) if state.added else state.input
+        compaction = self.compaction
+        if compaction is None:
+            return conversation
+        if state.compacting is None:
+            state.compacting = RunCompaction()
+        if self._summariser is None and compaction.model is not None:
+            self._summariser = summariser_for(compaction, model)
+        try:
+            return await state.compacting.context(conversation, compaction, model, self._summariser)
+        except ContextTooLongError as err:
+            state.fail(str(err), stop_reason="context_too_long", exception=err)
+            return None
 
     async def run(
         self, model: Model, state: RunState, streaming: bool
@@ -196,7 +228,10 @@ class Turns:
             async for event in self._resume(state, streaming):
                 yield event
         for _ in range(self.max_turns):
-            request = await self.request_for((*state.input, *state.added))
+            conversation = await self.context_for(model, state)
+            if conversation is None:
+                return
+            request = await self.request_for(conversation)
             if self.output is not None:
                 request = request_with_output(self.output, model, request, state.output)
             replies: list[ModelResponse] = []
@@ -249,6 +284,8 @@ class Turns:
             return None
         message = message.clone(invocation_id=state.invocation_id)
         state.added.append(message)
+        if state.compacting is not None:
+            state.compacting.replied(message, response.usage)
         state.stop_reason = response.stop_reason
         return message
 

@@ -227,6 +227,13 @@ class Model(ABC):
 
     provider: str = "unknown"
     name: str = "unknown"
+    context_window: int | None = None
+    """How many tokens a request (input and output) may hold; None when unknown.
+
+    Compaction reads it to decide whether a conversation its summariser could
+    not shorten may still be sent: unknown counts as fitting, so the
+    provider's own error, if any, goes through the normal failure path.
+    """
 
     def takes_output_schema(self, with_tools: bool) -> bool:
         """Whether this model constrains its final answer to ``ModelRequest.output``

@@ -119,6 +119,7 @@ class LocalModel(Model):
         self.name = name or (DEFAULT_MODEL if model_path is None else path.stem.lower())
         self.model_path = path
         self.n_ctx = n_ctx
+        self.context_window = n_ctx  # llama.cpp's window: prompt and reply together
         self.n_threads = n_threads
         self.seed = seed
         self.default_max_tokens = default_max_tokens
