@@ -111,7 +111,7 @@ def test_every_public_coroutine_of_the_app_has_a_sync_twin_with_its_signature() 
         assert inspect.signature(twin).parameters == expected.parameters, name
 
 
-async def test_the_server_route_answers_201_then_200_from_one_get_or_create(db_url: str) -> None:
+async def test_open_session_gets_or_creates_and_says_which(db_url: str) -> None:
     app = echo_app(db_url)
     async with app:
         first, created = await app.open_session("echo", key="k")

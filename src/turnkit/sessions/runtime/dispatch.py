@@ -36,7 +36,7 @@ from dbos import DBOS, DBOSClient, SetWorkflowID
 from turnkit._loop_thread import LoopThread
 from turnkit.sessions.db import schema as t
 from turnkit.sessions.db.engines import Databases
-from turnkit.sessions.db.store import Tx
+from turnkit.sessions.db.store import Store, Tx
 from turnkit.sessions.model.status import TurnState
 
 __all__ = ["APP_VERSION", "QUEUE", "WORKFLOW", "Dispatcher"]
@@ -97,7 +97,7 @@ class Dispatcher:
         self.max_running = max_running
         self.client: DBOSClient | None = None
         self.launched = False
-        self._runs: Callable[[str, str], Awaitable[None]] | None = None
+        self._run_session: Callable[[str, str], Awaitable[None]] | None = None
         self._running: set[str] = set()  # runner ids whose body runs here
         self._starting = 0  # direct starts named, not yet begun
         self._count = threading.Lock()
@@ -122,11 +122,10 @@ class Dispatcher:
                     "per process); leave it (async with / with) before starting this one"
                 )
             _body = self._run_body
-        self._runs = run_session
+        self._run_session = run_session
         try:
             self._launch()
             self._loop = LoopThread("turnkit-turns")
-            self.recover()
         except BaseException:
             self.shutdown()
             raise
@@ -251,18 +250,19 @@ class Dispatcher:
         with self._count:
             self._running.add(runner_id)
         try:
-            assert self._runs is not None
-            await self._runs(runner_id, session_id)
+            assert self._run_session is not None
+            await self._run_session(runner_id, session_id)
         finally:
             with self._count:
                 self._running.discard(runner_id)
 
     # -- recovery --------------------------------------------------------------
 
-    def recover(self) -> int:
+    def recover(self, store: Store) -> int:
         """Give every session with work left a live runner; how many were (re)started.
 
-        Finds sessions whose runner DBOS does not know (a crash between an
+        Call it once the store is built (``store`` writes through it, with its
+        lock). Finds sessions whose runner DBOS does not know (a crash between an
         input's commit and its runner's start) or whose runner has finished
         without giving the session up, and sessions with queued turns and no
         runner at all (a database written by an older turnkit).
@@ -286,19 +286,16 @@ class Dispatcher:
                 self._start_now(runner_id, session_id)
                 started += 1
             elif status.status in _FINISHED:
-                started += self._replace(session_id, runner_id)
+                started += self._replace(store, session_id, runner_id)
         for (session_id,) in unnamed:
-            started += self._replace(session_id, None)
+            started += self._replace(store, session_id, None)
         return started
 
     def _start_now(self, runner_id: str, session_id: str) -> None:
         with SetWorkflowID(runner_id):
             DBOS.start_workflow(_runner_workflow, session_id)
 
-    def _replace(self, session_id: str, stale: str | None) -> int:
-        from turnkit.sessions.db.store import Store  # the store's transaction, its lock
-
-        store = Store(self.databases, self)
+    def _replace(self, store: Store, session_id: str, stale: str | None) -> int:
         with store.write() as tx:
             row = tx.lock_session(session_id)
             if row.runner != stale:

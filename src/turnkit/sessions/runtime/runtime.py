@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from turnkit.sessions.db import schema, turns
@@ -32,24 +33,15 @@ __all__ = ["Runtime", "Settings"]
 FOLLOW_RECHECK_S = 5.0
 
 
+@dataclass(frozen=True, slots=True)
 class Settings:
     """How an App runs: where its database is, who it is, how many turns it runs."""
 
-    __slots__ = ("database_url", "executor_id", "max_running", "polling_interval", "workers")
-
-    def __init__(
-        self,
-        database_url: str | None,
-        executor_id: str,
-        polling_interval: float,
-        workers: bool,
-        max_running: int,
-    ) -> None:
-        self.database_url = database_url
-        self.executor_id = executor_id
-        self.polling_interval = polling_interval
-        self.workers = workers
-        self.max_running = max_running
+    database_url: str | None
+    executor_id: str
+    polling_interval: float
+    workers: bool
+    max_running: int
 
 
 class Runtime:
@@ -83,6 +75,8 @@ class Runtime:
             self.journal = Journal(self.store)
             self.worker = TurnWorker(self.journal, self.definitions, self.delegate)
             self.dispatcher.launch(self.worker.run_session if s.workers else None)
+            if s.workers:  # after DBOS's own recovery: the runners it could not know of
+                self.dispatcher.recover(self.store)
             self.notifier.on_change(self._check_cancels)
         except BaseException:
             databases.dispose()
