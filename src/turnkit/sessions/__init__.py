@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from turnkit.errors import (
+    HopLimitError,
     InvalidInputError,
     SessionEndedError,
     SessionNotFoundError,
@@ -53,6 +54,7 @@ __all__ = [
     "EventInfo",
     "EventResult",
     "HeldInput",
+    "HopLimitError",
     "InvalidInputError",
     "Question",
     "QuestionOption",

@@ -27,7 +27,7 @@ from turnkit.sessions.definitions import Definitions
 from turnkit.sessions.model import checks as check
 from turnkit.sessions.model.inputs import AgentInput
 from turnkit.sessions.model.records import Event, Receipt, Session, Turn
-from turnkit.sessions.runtime.runtime import Runtime, Settings
+from turnkit.sessions.runtime.runtime import DEFAULT_MAX_HOPS, Runtime, Settings
 
 __all__ = ["App", "Extension"]
 
@@ -75,12 +75,17 @@ class App(Definitions):
         workers: bool = True,
         fire_schedules: bool = True,
         max_running: int = 8,
+        max_hops: int = DEFAULT_MAX_HOPS,
     ) -> None:
         if type(max_running) is not int or max_running < 1:
             raise ValueError(f"App: max_running must be an int >= 1, got {max_running!r}")
+        if type(max_hops) is not int or max_hops < 1:
+            raise ValueError(f"App: max_hops must be an int >= 1, got {max_hops!r}")
         super().__init__()
         executor = executor_id or os.environ.get("TURNKIT_EXECUTOR_ID") or "local"
-        self._settings = Settings(database_url, executor, polling_interval, workers, max_running)
+        self._settings = Settings(
+            database_url, executor, polling_interval, workers, max_running, max_hops
+        )
         self._runtime: Runtime | None = None
         self._webhooks: dict[str, Any] = {}
         self._schedules: dict[str, Any] = {}

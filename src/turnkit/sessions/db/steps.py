@@ -10,6 +10,7 @@ through :mod:`.turns`.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from dataclasses import dataclass
@@ -28,9 +29,27 @@ from turnkit.sessions.model.records import Question
 from turnkit.sessions.model.status import TurnState
 from turnkit.sessions.render.present import input_message
 
-__all__ = ["HISTORY_CACHE_SESSIONS", "Claim", "Journal", "PendingWrites", "Step"]
+__all__ = [
+    "HISTORY_CACHE_SESSIONS",
+    "Claim",
+    "Journal",
+    "PendingWrites",
+    "Step",
+    "tool_step_key",
+]
 
 HISTORY_CACHE_SESSIONS = 256
+_KEY_LIMIT = 300  # the steps table's key column
+
+
+def tool_step_key(call_id: str) -> str:
+    """The step key of a tool call: ``tool:<id>``, or a digest of an id too long for
+    the column (providers bound their ids; a model's own need not be)."""
+    key = f"tool:{call_id}"
+    if len(key) <= _KEY_LIMIT and "\x00" not in call_id:
+        return key
+    digest = hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"tool#{digest}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +206,9 @@ class Journal:
         with self.store.write() as tx:
             self._write(tx, session_id, turn_id, pending)
             tx.execute(
-                t.steps.insert().values(turn_id=turn_id, key=f"tool:{call.id}", status="started")
+                t.steps.insert().values(
+                    turn_id=turn_id, key=tool_step_key(call.id), status="started"
+                )
             )
             tx.emit(session_id, ToolStarted(call.id, call.name), turn_id)
 
@@ -197,7 +218,7 @@ class Journal:
         with self.store.write() as tx:
             done = t.steps.update().where(
                 t.steps.c.turn_id == turn_id,
-                t.steps.c.key == f"tool:{call.id}",
+                t.steps.c.key == tool_step_key(call.id),
                 t.steps.c.status == "started",
             )
             updated = tx.execute(done.values(status="done", result=dumps(block.to_dict())))
@@ -229,10 +250,15 @@ class Journal:
         tx.emit(session_id, MessageAdded(wire), turn_id)
 
     def finish(
-        self, claim: Claim, ending: Ending, pending: PendingWrites | None = None
+        self,
+        claim: Claim,
+        ending: Ending,
+        pending: PendingWrites | None = None,
+        claim_next: bool = True,
     ) -> Claim | None:
         """End the turn with what it produced (once), and claim the runner's next turn
-        in the same transaction: that claim, or None when the runner is done."""
+        in the same transaction: that claim, or None when the runner is done (or
+        ``claim_next`` is False: a last-resort end that writes nothing else)."""
         with self.store.write() as tx:
             if _still_running(tx, claim):
                 if pending is not None:
@@ -251,6 +277,8 @@ class Journal:
                     usage=ending.usage,
                     output_data_json=ending.output_data_json,
                 )
+            if not claim_next:
+                return None
             return self._claim_next(tx, claim.session_id, claim.runner_id)
 
     def finish_asking(

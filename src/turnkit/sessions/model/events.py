@@ -17,8 +17,10 @@ __all__ = [
     "TURN_END_TYPES",
     "ChannelDeliveryFailed",
     "InputReceived",
+    "InputRefused",
     "MessageAdded",
     "QuestionAsked",
+    "ScheduleFailed",
     "ScheduleSkipped",
     "SessionEvent",
     "ToolFinished",
@@ -140,6 +142,17 @@ class ScheduleSkipped(SessionEvent):
 
 
 @dataclass(frozen=True, slots=True)
+class ScheduleFailed(SessionEvent):
+    """A schedule's instant could not fire: ``error`` says why (its ``session_key``
+    raised, say). Recorded in the schedule's own session, ``schedule:<id>``."""
+
+    type: ClassVar[str] = "schedule.failed"
+    schedule_id: str
+    scheduled_for: str
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
 class ChannelDeliveryFailed(SessionEvent):
     """A reply could not be posted to the session's channel, for good."""
 
@@ -149,6 +162,25 @@ class ChannelDeliveryFailed(SessionEvent):
     error: str
     attempts: int
     posts_made: int  # posts of the reply made before giving up
+
+
+@dataclass(frozen=True, slots=True)
+class InputRefused(SessionEvent):
+    """Inputs this session would have sent were not created: the chain of turn
+    outcomes and sub-agent tasks they belong to reached the App's ``max_hops``.
+
+    ``source`` is ``"event"`` (this turn's outcome, for its subscribers) or
+    ``"subagent"`` (a task for a child session); ``hops`` is what the input
+    would have counted, ``to_sessions`` where it would have gone.
+    """
+
+    type: ClassVar[str] = "input.refused"
+    source: str
+    to_sessions: list[str]
+    hops: int
+    limit: int
+    to_agent: str | None = None  # a sub-agent task's agent (its session was not made)
+    reason: str = "max_hops"
 
 
 EVENT_TYPES: dict[str, type[SessionEvent]] = {
@@ -164,7 +196,9 @@ EVENT_TYPES: dict[str, type[SessionEvent]] = {
         TurnFailed,
         TurnCancelled,
         ScheduleSkipped,
+        ScheduleFailed,
         ChannelDeliveryFailed,
+        InputRefused,
     )
 }
 TURN_END_TYPES: frozenset[str] = frozenset(

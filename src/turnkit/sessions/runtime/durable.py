@@ -3,9 +3,10 @@
 A :class:`Model` around the agent's model, as the orchestrator's metered
 model is, so the one agent loop needs no hook for durability. Before every
 model call it runs the agent's render (its return value is that call's
-system text; ``use_tool`` adds tools), then answers from the turn's
-recorded step if there is one (a replay after a crash), else calls the real
-model and buffers the reply as a step, written with the turn's next write.
+system text; ``use_tool`` adds tools; a sync render runs in a worker
+thread), then answers from the turn's recorded step if there is one (a
+replay after a crash), else calls the real model and buffers the reply as
+a step, written with the turn's next write.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from turnkit._sync import maybe_await
+from turnkit._sync import call_sync_or_async
 from turnkit.errors import TurnkitError
 from turnkit.messages import Message
 from turnkit.providers.base import Model, ModelRequest, ModelResponse, Usage
@@ -63,7 +64,8 @@ class DurableModel(Model):
         scope = RenderScope(self._claim.input, self._data, self._resolve_tool)
         token = current_scope.set(scope)
         try:
-            system = await maybe_await(agent.render())
+            # A sync render runs off the loop: a slow one stalls no other session.
+            system = await call_sync_or_async(agent.render)
         except Exception as err:
             raise RenderError(
                 f"render of agent {agent.name!r} raised {describe_error(err)}"
