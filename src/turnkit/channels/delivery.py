@@ -3,9 +3,23 @@
 It runs on its own loop thread (:class:`turnkit._loop_thread.LoopThread`),
 so it outlives the ``_sync`` twins' short-lived loops, and is woken by the
 commit that queues a reply in this process, by changes other processes make
-(the App's notifier) and by the earliest retry coming due. Each claimed row
-is expanded by its channel into posts; every post made is recorded at once,
-so a retry or a restart never repeats one.
+(the App's notifier), by a delivery finishing and by the earliest retry
+coming due. Each claimed row is expanded by its channel into posts; every
+post made is recorded at once, so a retry or a restart never repeats one.
+
+Conversations do not wait for each other. Each claimed row is delivered by
+a task of its own (at most :data:`MAX_IN_FLIGHT` at once) while the loop
+goes on claiming rows of other conversations, so one slow or refused post
+holds up only its own conversation. Back-off is per conversation (a
+session: one Slack thread, one Linear agent session): a ``Retry-After`` or
+a retry's delay is written on that conversation's oldest row, which keeps
+its later rows behind it and no one else's. Slack's ``chat.postMessage``
+limit is about one message per second per channel, with a workspace-wide
+limit above it; a 429 holds only the thread whose post got it. Another
+thread of the same channel is still tried at once: if the limit covers it
+too, its own 429 holds it, so no conversation waits longer than a
+``Retry-After`` it was given (one extra request per thread, per limit).
+Linear's 429s are handled the same way, per agent session.
 """
 
 from __future__ import annotations
@@ -26,6 +40,7 @@ __all__ = ["MAX_ATTEMPTS", "Delivery", "backoff"]
 
 MAX_ATTEMPTS = 8  # posts of one row tried this many times (about 2 minutes), then recorded
 LEASE_S = 120.0  # a claimed row is another process's to take after this
+MAX_IN_FLIGHT = 20  # rows (each of another conversation) delivered at once
 IDLE_S = 5.0  # a look at the outbox at least this often (other processes' replies)
 STOP_GRACE_S = 10.0  # how long a stopping App lets posts in flight finish
 
@@ -82,23 +97,37 @@ class Delivery:
     async def _run(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._event = asyncio.Event()
-        providers = tuple(self.channels)
+        in_flight: set[asyncio.Task[None]] = set()
+
+        def finished(task: asyncio.Task[None]) -> None:
+            in_flight.discard(task)
+            self._event.set()  # a slot is free, and the conversation's next row may be due
+
         while not self._stopping:
             self._event.clear()
-            try:
-                claimed = outbox.claim_due, self.store, self.owner, LEASE_S, providers
-                items, due = await asyncio.to_thread(*claimed)
-                if items:
-                    await asyncio.gather(*(self._deliver(item) for item in items))
-                    continue
-                if self._stopping:
-                    break
-            except Exception:  # the database went away for a moment: look again later
-                log.exception("turnkit channels: reading the outbox failed")
-                due = None
+            free = MAX_IN_FLIGHT - len(in_flight)
+            items, due = await self._claim(free) if free > 0 else ([], None)
+            for item in items:
+                task = asyncio.create_task(self._deliver(item))
+                in_flight.add(task)
+                task.add_done_callback(finished)
+            if items and len(items) == free:
+                continue  # more may be due once a slot is free
             wait = IDLE_S if due is None else min(IDLE_S, max(0.0, due - time.time()))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._event.wait(), wait)
+        if in_flight:  # posts in flight finish: their outcome is recorded
+            await asyncio.gather(*in_flight, return_exceptions=True)
+
+    async def _claim(self, limit: int) -> tuple[list[outbox.OutboxItem], float | None]:
+        """Due rows for this task (at most ``limit``), and when the next comes due."""
+        providers = tuple(self.channels)
+        try:
+            claim = outbox.claim_due, self.store, self.owner, LEASE_S, providers, limit
+            return await asyncio.to_thread(*claim)
+        except Exception:  # the database went away for a moment: look again later
+            log.exception("turnkit channels: reading the outbox failed")
+            return [], None
 
     async def _deliver(self, item: outbox.OutboxItem) -> None:
         channel = self.channels[item.provider]

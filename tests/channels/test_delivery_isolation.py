@@ -1,0 +1,58 @@
+"""One conversation's trouble (a rate limit, a backlog) never holds up another's replies."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from fakes.slack import FakeSlack
+from turnkit.sessions import App
+from turnkit.testing import ScriptedModel
+
+from ._support import BOT, SLACK_SECRET, mention, slack_event, slack_request
+
+THREAD_A = "1700000000.000100"
+THREAD_B = "1700000001.000100"
+
+
+def slack_app(db_url: str, fake: FakeSlack, **options: Any) -> App:
+    app = App(db_url, fire_schedules=False, **options)
+    replies = [lambda request: f"reply to {request.last_text}"] * 10
+
+    @app.agent("helper", model=ScriptedModel(replies))
+    def helper() -> str:
+        return "Help."
+
+    app.slack("helper", SLACK_SECRET, fake.api_key, api_url=fake.api_url)
+    return app
+
+
+async def ask_in_thread(app: App, ts: str, text: str) -> str:
+    headers, body = slack_request(slack_event(mention(f"<@{BOT}> {text}", ts)))
+    answer = await app.handle_channel("slack", headers, body)
+    assert answer.status == 200, answer.body
+    return answer.body["session_id"]
+
+
+async def test_a_rate_limited_thread_does_not_hold_up_replies_in_other_threads(
+    db_url: str,
+) -> None:
+    retry_after = 2
+    with FakeSlack() as fake:
+        fake.rate_limit(retry_after=retry_after, times=1, thread_ts=THREAD_A)
+        app = slack_app(db_url, fake)
+        async with app:
+            await ask_in_thread(app, THREAD_A, "a")
+            await asyncio.to_thread(fake.wait_for_requests, 1)  # thread A is told to wait
+            limited_at = time.monotonic()
+            await ask_in_thread(app, THREAD_B, "b")
+            (first,) = await asyncio.to_thread(fake.wait_for_posts, 1)
+            first_after = time.monotonic() - limited_at
+            posts = await asyncio.to_thread(fake.wait_for_posts, 2)
+            second_after = time.monotonic() - limited_at
+    assert (first.thread_ts, first.text) == (THREAD_B, "reply to b")
+    assert first_after < retry_after  # B did not wait out A's back-off
+    assert (posts[1].thread_ts, posts[1].text) == (THREAD_A, "reply to a")
+    assert second_after >= retry_after - 0.1  # A's Retry-After was honoured
+    assert len(fake.requests) == 3
