@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from fakes.slack import FakeSlack
+from turnkit.channels import outbox
 from turnkit.sessions import App
 from turnkit.testing import ScriptedModel
 
@@ -56,3 +57,21 @@ async def test_a_rate_limited_thread_does_not_hold_up_replies_in_other_threads(
     assert (posts[1].thread_ts, posts[1].text) == (THREAD_A, "reply to a")
     assert second_after >= retry_after - 0.1  # A's Retry-After was honoured
     assert len(fake.requests) == 3
+
+
+async def test_a_backlog_in_one_thread_does_not_hide_another_threads_reply(db_url: str) -> None:
+    with FakeSlack() as fake:
+        fake.rate_limit(retry_after=30, times=1, thread_ts=THREAD_A)  # A's head waits 30 s
+        app = slack_app(db_url, fake)
+        async with app:
+            session_a = await ask_in_thread(app, THREAD_A, "a")
+            await asyncio.to_thread(fake.wait_for_requests, 1)
+            store = app.runtime.store
+            for n in range(205):  # more rows behind A's head than one look used to read
+                content = {"text": f"backlog {n}"}
+                await asyncio.to_thread(
+                    outbox.queue_notice, store, session_a, "slack", content, f"backlog:{n}"
+                )
+            await ask_in_thread(app, THREAD_B, "b")
+            posts = await asyncio.to_thread(fake.wait_for_posts, 1)
+    assert [(p.thread_ts, p.text) for p in posts] == [(THREAD_B, "reply to b")]

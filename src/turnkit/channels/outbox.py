@@ -44,7 +44,6 @@ __all__ = [
 ]
 
 MAX_ACTION_TEXT = 2000  # characters of a tool call's arguments or result shown in a channel
-_SCAN = 200  # pending rows looked at per claim
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,32 +217,38 @@ def claim_due(
     """Claim due rows of ``providers`` for ``owner``, at most one per session (the
     oldest pending one: replies keep their order), leased for ``lease_s`` seconds.
 
-    Returns the claimed rows and when the next unclaimed one comes due (UNIX
+    Only each session's oldest pending row is looked at, so a session with a
+    long backlog (or one waiting out a back-off) takes one place in the look,
+    never hides another session's rows. Returns the claimed rows (oldest
+    first, at most ``limit``) and when the next unclaimed one comes due (UNIX
     seconds; None when nothing is pending).
     """
     stamp = now()
     c = t.channel_outbox.c
+    heads = (
+        sa.select(sa.func.min(c.id).label("id"))
+        .where(c.status == "pending", c.provider.in_(providers))
+        .group_by(c.session_id)
+        .subquery()
+    )
+    of_heads = t.channel_outbox.join(heads, c.id == heads.c.id)
+    ready = sa.and_(c.next_at <= stamp, sa.or_(c.lease_until.is_(None), c.lease_until < stamp))
+    due_at = sa.case((c.lease_until > c.next_at, c.lease_until), else_=c.next_at)
     with store.read() as conn:
         rows = conn.execute(
             sa.select(t.channel_outbox)
-            .where(c.status == "pending", c.provider.in_(providers))
+            .select_from(of_heads)
+            .where(ready)
             .order_by(c.id)
-            .limit(_SCAN)
+            .limit(limit)
         ).all()
-    heads: dict[str, Any] = {}
-    for row in rows:
-        heads.setdefault(row.session_id, row)
-    claimed: list[OutboxItem] = []
-    later: list[float] = []
-    for row in heads.values():
-        due_at = max(row.next_at, row.lease_until or 0.0)
-        if due_at > stamp or len(claimed) >= limit:
-            later.append(due_at)
-            continue
-        item = _claim(store, row, stamp, owner, lease_s)
-        if item is not None:
-            claimed.append(item)
-    return claimed, min(later, default=None)
+        later = conn.execute(
+            sa.select(sa.func.min(due_at)).select_from(of_heads).where(sa.not_(ready))
+        ).scalar()
+    claimed = [item for row in rows if (item := _claim(store, row, stamp, owner, lease_s))]
+    if len(rows) >= limit:
+        later = stamp  # more may be due now
+    return claimed, later
 
 
 def _claim(store: Store, row: Any, stamp: float, owner: str, lease_s: float) -> OutboxItem | None:
