@@ -53,6 +53,7 @@ class FakeSlack(FakeServer):
         self._calls = 0
         self._open = threading.Event()
         self._open.set()
+        self._drop_held = False
 
     @property
     def api_url(self) -> str:
@@ -71,9 +72,13 @@ class FakeSlack(FakeServer):
 
     def hold(self) -> None:
         """Answer no call until :meth:`release` (each held call waits at most 60 s)."""
+        self._drop_held = False
         self._open.clear()
 
-    def release(self) -> None:
+    def release(self, drop: bool = False) -> None:
+        """Answer the held calls; ``drop``: with a 503, posting nothing (their caller
+        is gone, and Slack never got them)."""
+        self._drop_held = drop
         self._open.set()
 
     def refuse(self, error: str, times: int = 1, after_posts: int = 0) -> None:
@@ -107,7 +112,10 @@ class FakeSlack(FakeServer):
         with self._posted:
             self._calls += 1
             self._posted.notify_all()
-        self._open.wait(60)
+        if not self._open.is_set():
+            self._open.wait(60)
+            if self._drop_held:
+                return json_reply(503, {"ok": False, "error": "service_unavailable"})
         args = request.body if isinstance(request.body, dict) else _form(request.raw)
         failure = self._failure_for(args.get("thread_ts"))
         if failure is not None:

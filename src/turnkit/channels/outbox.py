@@ -59,6 +59,7 @@ class OutboxItem:
     address: dict[str, Any]
     done: int  # posts of this row already made
     attempts: int
+    owner: str  # the lease owner that claimed it: its updates apply while it holds the row
 
 
 # -- links ------------------------------------------------------------------
@@ -270,10 +271,10 @@ def _claim(store: Store, row: Any, stamp: float, owner: str, lease_s: float) -> 
                 t.channel_links.c.session_id == row.session_id
             )
         ).scalar()
-    return _item(row, json.loads(address or "{}"))
+    return _item(row, json.loads(address or "{}"), owner)
 
 
-def _item(row: Any, address: dict[str, Any]) -> OutboxItem:
+def _item(row: Any, address: dict[str, Any], owner: str) -> OutboxItem:
     return OutboxItem(
         row.id,
         row.session_id,
@@ -284,20 +285,45 @@ def _item(row: Any, address: dict[str, Any]) -> OutboxItem:
         address,
         row.done,
         row.attempts,
+        owner,
     )
 
 
-def record_progress(store: Store, item_id: int, done: int, finished: bool) -> None:
-    """``done`` posts of the row are made; ``finished``: all of them (the row is sent)."""
-    values: dict[str, Any] = {"done": done}
+def record_progress(
+    store: Store, item: OutboxItem, done: int, finished: bool, lease_s: float
+) -> bool:
+    """``done`` posts of the row are made; ``finished``: all of them (the row is sent).
+
+    The lease is renewed for ``lease_s`` seconds, so a row of many posts stays
+    its owner's. Applies only while ``owner`` holds the row: False when it no
+    longer does (the lease lapsed and another process took it), and the
+    caller must post nothing more of it.
+    """
+    values: dict[str, Any] = {"done": done, "lease_until": now() + lease_s}
     if finished:
-        values.update(status="sent", lease_until=None, last_error=None)
+        values.update(status="sent", lease_until=None, lease_owner=None, last_error=None)
     with store.write() as tx:
-        tx.execute(t.channel_outbox.update().where(t.channel_outbox.c.id == item_id).values(values))
+        applied = tx.execute(_still_held(item).values(values))
+    return bool(applied.rowcount)
+
+
+def _still_held(item: OutboxItem) -> Any:
+    """An UPDATE of the row that applies only while ``item.owner`` still holds it."""
+    c = t.channel_outbox.c
+    return t.channel_outbox.update().where(
+        c.id == item.id, c.lease_owner == item.owner, c.status == "pending"
+    )
 
 
 def release(store: Store, owner: str) -> None:
-    """Give back at once every row ``owner`` holds (its delivery task is stopping)."""
+    """Free at once every pending row ``owner`` holds.
+
+    A delivery task calls it when it stops (its rows are free for the next
+    start) and when it starts: leases held under its own executor id are
+    those of an earlier run of this process that was killed mid-post
+    (two live processes never share an executor id), so they are taken back
+    at once instead of lapsing. Leases of other owners lapse on their own.
+    """
     c = t.channel_outbox.c
     with store.write() as tx:
         tx.execute(
@@ -308,15 +334,15 @@ def release(store: Store, owner: str) -> None:
 
 
 def retry_later(store: Store, item: OutboxItem, delay_s: float, error: str) -> None:
-    """A failure that retrying can fix: try again after ``delay_s`` seconds."""
+    """A failure that retrying can fix: this conversation tries again after ``delay_s``
+    seconds (its later rows wait behind this one; other conversations do not)."""
     with store.write() as tx:
         tx.execute(
-            t.channel_outbox.update()
-            .where(t.channel_outbox.c.id == item.id)
-            .values(
+            _still_held(item).values(
                 attempts=item.attempts + 1,
                 next_at=now() + delay_s,
                 lease_until=None,
+                lease_owner=None,
                 last_error=error,
             )
         )
@@ -325,12 +351,19 @@ def retry_later(store: Store, item: OutboxItem, delay_s: float, error: str) -> N
 def record_failure(store: Store, item: OutboxItem, error: str) -> None:
     """Give the row up, with a ``channel.delivery_failed`` event in the session's log."""
     with store.write() as tx:
-        tx.execute(
-            t.channel_outbox.update()
-            .where(t.channel_outbox.c.id == item.id)
-            .values(status="failed", attempts=item.attempts + 1, lease_until=None, last_error=error)
+        given_up = tx.execute(
+            _still_held(item).values(
+                status="failed",
+                attempts=item.attempts + 1,
+                lease_until=None,
+                lease_owner=None,
+                last_error=error,
+            )
         )
-        failed = ChannelDeliveryFailed(
-            item.provider, item.kind, error, item.attempts + 1, item.done
-        )
+        if not given_up.rowcount:  # another process holds it now: its outcome stands
+            return
+        done = tx.execute(
+            sa.select(t.channel_outbox.c.done).where(t.channel_outbox.c.id == item.id)
+        ).scalar()  # posts made before it failed, this attempt's included
+        failed = ChannelDeliveryFailed(item.provider, item.kind, error, item.attempts + 1, done)
         tx.emit(item.session_id, failed, item.turn_id)
