@@ -6,12 +6,22 @@ import asyncio
 import time
 from typing import Any
 
+from fakes.linear import FakeLinear
 from fakes.slack import FakeSlack
 from turnkit.channels import outbox
 from turnkit.sessions import App
 from turnkit.testing import ScriptedModel
 
-from ._support import BOT, SLACK_SECRET, mention, slack_event, slack_request
+from ._support import (
+    BOT,
+    LINEAR_SECRET,
+    SLACK_SECRET,
+    linear_created,
+    linear_request,
+    mention,
+    slack_event,
+    slack_request,
+)
 
 THREAD_A = "1700000000.000100"
 THREAD_B = "1700000001.000100"
@@ -75,3 +85,32 @@ async def test_a_backlog_in_one_thread_does_not_hide_another_threads_reply(db_ur
             await ask_in_thread(app, THREAD_B, "b")
             posts = await asyncio.to_thread(fake.wait_for_posts, 1)
     assert [(p.thread_ts, p.text) for p in posts] == [(THREAD_B, "reply to b")]
+
+
+async def test_a_rate_limited_linear_session_does_not_hold_up_other_sessions(
+    db_url: str,
+) -> None:
+    retry_after = 2
+    with FakeLinear(sessions=("as-1", "as-2")) as fake:
+        fake.fail_with_status(429, retry_after=str(retry_after), session="as-1")
+        app = App(db_url, fire_schedules=False)
+
+        @app.agent("triage", model=ScriptedModel(["done"] * 2))
+        def triage() -> str:
+            return "Triage the issue."
+
+        app.linear("triage", LINEAR_SECRET, fake.api_key, api_url=fake.api_url)
+        async with app:
+            started = time.monotonic()
+            for session in ("as-1", "as-2"):
+                headers, body = linear_request(linear_created(session))
+                assert (await app.handle_channel("linear", headers, body)).status == 200
+            first = await asyncio.to_thread(fake.wait_for_activities, 2)
+            first_after = time.monotonic() - started
+            every = await asyncio.to_thread(fake.wait_for_activities, 4)
+    assert [a.agent_session_id for a in first] == ["as-2", "as-2"]
+    assert first_after < retry_after  # as-2 did not wait out as-1's back-off
+    assert [(a.agent_session_id, a.content["type"]) for a in every[2:]] == [
+        ("as-1", "thought"),
+        ("as-1", "response"),
+    ]
