@@ -49,7 +49,7 @@ async def ask_in_thread(app: App, ts: str, text: str) -> str:
 async def test_a_rate_limited_thread_does_not_hold_up_replies_in_other_threads(
     db_url: str,
 ) -> None:
-    retry_after = 2
+    retry_after = 3
     with FakeSlack() as fake:
         fake.rate_limit(retry_after=retry_after, times=1, thread_ts=THREAD_A)
         app = slack_app(db_url, fake)
@@ -90,7 +90,7 @@ async def test_a_backlog_in_one_thread_does_not_hide_another_threads_reply(db_ur
 async def test_a_rate_limited_linear_session_does_not_hold_up_other_sessions(
     db_url: str,
 ) -> None:
-    retry_after = 2
+    retry_after = 3
     with FakeLinear(sessions=("as-1", "as-2")) as fake:
         fake.fail_with_status(429, retry_after=str(retry_after), session="as-1")
         app = App(db_url, fire_schedules=False)

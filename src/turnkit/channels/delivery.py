@@ -105,16 +105,16 @@ class Delivery:
 
     async def _run(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._event = asyncio.Event()
+        self._event = event = asyncio.Event()
         in_flight: set[asyncio.Task[None]] = set()
         await self._take_back_own_leases()
 
         def finished(task: asyncio.Task[None]) -> None:
             in_flight.discard(task)
-            self._event.set()  # a slot is free, and the conversation's next row may be due
+            event.set()  # a slot is free, and the conversation's next row may be due
 
         while not self._stopping:
-            self._event.clear()
+            event.clear()
             free = MAX_IN_FLIGHT - len(in_flight)
             items, due = await self._claim(free) if free > 0 else ([], None)
             for item in items:
@@ -125,7 +125,7 @@ class Delivery:
                 continue  # more may be due once a slot is free
             wait = IDLE_S if due is None else min(IDLE_S, max(0.0, due - time.time()))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._event.wait(), wait)
+                await asyncio.wait_for(event.wait(), wait)
         if in_flight:  # posts in flight finish: their outcome is recorded
             await asyncio.gather(*in_flight, return_exceptions=True)
 
