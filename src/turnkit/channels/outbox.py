@@ -5,12 +5,15 @@ its replies go. When a linked session's turn ends, :func:`queue_outcome`
 writes one outbox row in the transaction that ends it (the final text, the
 question asked, the failure, the tool calls made), so a crash cannot end a
 turn and lose its reply. The channel's delivery task claims due rows with a
-lease (several processes may deliver; each row is claimed by one at a time),
-records each post it makes (``done``), retries with backoff, and marks a
-row ``failed`` with a ``channel.delivery_failed`` event when retrying cannot
-help. This module knows nothing of any channel's API: the channels turn rows
-into posts. Sessions know nothing of this module: :class:`~.hub.ChannelHub`
-registers :func:`queue_outcome` as a turn-end listener.
+lease held under its executor id (several processes may deliver; each row is
+claimed by one at a time, and a claim looks at each session's oldest pending
+row only, so sessions are served side by side), records each post it makes
+(``done``; updates apply only while the claimer still holds the row),
+retries with backoff on that session's row, and marks a row ``failed`` with
+a ``channel.delivery_failed`` event when retrying cannot help. This module
+knows nothing of any channel's API: the channels turn rows into posts.
+Sessions know nothing of this module: :class:`~.hub.ChannelHub` registers
+:func:`queue_outcome` as a turn-end listener.
 """
 
 from __future__ import annotations
