@@ -9,8 +9,10 @@ answers it. The input's idempotency key is the message itself (channel and
 event one message can cause (``app_mention`` and ``message``) store one
 input. Posts by bots (``bot_id``), the app's own included, are ignored.
 
-Replies are posted in the thread with ``slack_sdk``'s async ``WebClient``;
-429s are retried by the SDK's rate-limit handler (``Retry-After``), then by
+Replies are posted in the thread with ``slack_sdk``'s async ``WebClient``.
+A 429 is not waited out inside the call: its ``Retry-After`` goes to the
+outbox, which holds that thread's replies (and only those) until then
+(:mod:`turnkit.channels.delivery`); other transient errors are retried by
 the outbox with backoff; errors retrying cannot fix are recorded.
 """
 
@@ -212,7 +214,6 @@ class SlackChannel:
         if self._client is None:
             from slack_sdk.http_retry.builtin_async_handlers import (
                 AsyncConnectionErrorRetryHandler,
-                AsyncRateLimitErrorRetryHandler,
             )
             from slack_sdk.web.async_client import AsyncWebClient
 
@@ -220,10 +221,9 @@ class SlackChannel:
                 token=self.bot_token,
                 base_url=self.api_url,
                 timeout=30,
-                retry_handlers=[
-                    AsyncConnectionErrorRetryHandler(),
-                    AsyncRateLimitErrorRetryHandler(max_retry_count=2),
-                ],
+                # No rate-limit handler: its in-call sleep would hold a delivery
+                # slot; the outbox waits out Retry-After for this thread alone.
+                retry_handlers=[AsyncConnectionErrorRetryHandler()],
             )
         return self._client
 
