@@ -12,7 +12,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["cut_utf8", "dumps", "new_id", "now", "storable", "when"]
+__all__ = ["cut_utf8", "describe_error", "dumps", "new_id", "now", "storable", "when"]
 
 
 def dumps(value: Any) -> str:
@@ -40,6 +40,15 @@ def cut_utf8(text: str, limit: int) -> tuple[str, bool]:
     if len(raw) <= limit:
         return text, False
     return raw[:limit].decode("utf-8", errors="ignore"), True
+
+
+def describe_error(err: BaseException) -> str:
+    """``Type: text`` of an exception, even one whose ``str()`` raises."""
+    try:
+        text = str(err)
+    except Exception:
+        text = "(unprintable)"
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
 def storable(text: str | None) -> str | None:

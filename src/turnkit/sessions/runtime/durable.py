@@ -20,6 +20,7 @@ from turnkit._sync import call_sync_or_async
 from turnkit.errors import TurnkitError
 from turnkit.messages import Message
 from turnkit.providers.base import Model, ModelRequest, ModelResponse, Usage
+from turnkit.sessions._values import describe_error
 from turnkit.sessions.db.steps import Claim, Journal, PendingWrites
 from turnkit.sessions.model.records import Question
 from turnkit.sessions.render.hooks import RenderScope, current_scope
@@ -109,15 +110,6 @@ class DurableModel(Model):
         response = await self._agent.model.request(request)
         self._pending.steps.append((key, _response_dict(response)))
         return response
-
-
-def describe_error(err: BaseException) -> str:
-    """``Type: text`` of an exception, even one whose ``str()`` raises."""
-    try:
-        text = str(err)
-    except Exception:
-        text = "(unprintable)"
-    return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
 def _response_dict(response: ModelResponse) -> dict[str, Any]:
