@@ -16,6 +16,7 @@ __all__ = [
     "EVENT_TYPES",
     "TURN_END_TYPES",
     "ChannelDeliveryFailed",
+    "HistoryCompacted",
     "InputReceived",
     "MessageAdded",
     "QuestionAsked",
@@ -151,6 +152,19 @@ class ChannelDeliveryFailed(SessionEvent):
     posts_made: int  # posts of the reply made before giving up
 
 
+@dataclass(frozen=True, slots=True)
+class HistoryCompacted(SessionEvent):
+    """The older part of the conversation was summarised into one ``compaction``
+    message (the ``message`` event just before this one): ``replaced`` is how many
+    messages it stands for, ``tokens_before`` / ``tokens_after`` the estimates of
+    what the model sees without and with it."""
+
+    type: ClassVar[str] = "history.compacted"
+    replaced: int
+    tokens_before: int
+    tokens_after: int
+
+
 EVENT_TYPES: dict[str, type[SessionEvent]] = {
     cls.type: cls
     for cls in (
@@ -165,6 +179,7 @@ EVENT_TYPES: dict[str, type[SessionEvent]] = {
         TurnCancelled,
         ScheduleSkipped,
         ChannelDeliveryFailed,
+        HistoryCompacted,
     )
 }
 TURN_END_TYPES: frozenset[str] = frozenset(
