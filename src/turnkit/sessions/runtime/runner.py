@@ -26,6 +26,7 @@ from turnkit.sessions._values import dumps
 from turnkit.sessions.db.steps import Claim, Ending, Journal, PendingWrites
 from turnkit.sessions.model.status import TurnState
 from turnkit.sessions.render.ask import ASK, ask_tool, question_for
+from turnkit.sessions.runtime.compacting import TurnCompaction
 from turnkit.sessions.runtime.durable import DurableModel, RenderError
 from turnkit.sessions.sources.subagents import ToolCallScope, current_call
 from turnkit.tools import ToolInputError, execute_tool_call
@@ -48,6 +49,11 @@ class TurnExecution:
         self.pending = PendingWrites()
         resolve = worker.definitions.tool_resolver(agent)
         self.model = DurableModel(agent, claim, self.data, resolve, self.journal, self.pending)
+        self.compacting = TurnCompaction.of(
+            agent, claim, self.journal, self.pending, lambda: self.model.asked is not None
+        )
+        if self.compacting is not None:  # what the loop compacted is stored before the call
+            self.model.before_call = self.compacting.store_new
         self.index = 0  # messages produced so far (the input is 0)
         self.held_results: list[ToolResultBlock] = []  # other results, held with a question
 
@@ -63,8 +69,11 @@ class TurnExecution:
             run_tool=self._run_tool,
             output=self.agent.output,
             output_retries=self.agent.output_retries,
+            compaction=None if self.compacting is None else self.compacting.settings,
         )
         state = RunState(self.claim.turn_id, self.claim.history)
+        if self.compacting is not None:
+            self.compacting.watch(state)
         try:
             async for event in turns.run(self.model, state, streaming=True):
                 if event.type == "message":
@@ -252,8 +261,8 @@ def _interrupted(name: str) -> str:
 
 
 def _reason(result: Any) -> str:
-    if result.stop_reason == "max_turns":
-        return "max_turns"
+    if result.stop_reason in ("max_turns", "context_too_long"):
+        return result.stop_reason
     if isinstance(result.exception, RenderError):
         return "render_error"
     if result.exception is not None:
