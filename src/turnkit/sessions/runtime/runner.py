@@ -27,6 +27,7 @@ from turnkit.sessions.db.steps import Claim, Ending, Journal, PendingWrites
 from turnkit.sessions.model.status import TurnState
 from turnkit.sessions.render.ask import ASK, ask_tool, question_for
 from turnkit.sessions.runtime.compacting import TurnCompaction
+from turnkit.sessions.runtime.conversions import KeptConversions
 from turnkit.sessions.runtime.durable import DurableModel, RenderError
 from turnkit.sessions.sources.subagents import ToolCallScope, current_call
 from turnkit.tools import ToolInputError, execute_tool_call
@@ -70,6 +71,7 @@ class TurnExecution:
             output=self.agent.output,
             output_retries=self.agent.output_retries,
             compaction=None if self.compacting is None else self.compacting.settings,
+            conversion=self.worker.conversions.of(self.claim.session_id),
         )
         state = RunState(self.claim.turn_id, self.claim.history)
         if self.compacting is not None:
@@ -187,6 +189,7 @@ class TurnWorker:
         self.journal = journal
         self.definitions = definitions  # the agents, and what use_tool(name) offers
         self.delegate = delegate  # what a subagent tool call does (Runtime.delegate)
+        self.conversions = KeptConversions()  # each session's, from one turn to the next
         self._tasks: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = {}
         self._cancel_reasons: dict[str, str] = {}
         self._ending: set[str] = set()  # turns writing their end: past cancelling
