@@ -50,11 +50,11 @@ async def run_turns(app: App, session_id: str, count: int, start: int = 0) -> li
 
 
 async def test_a_turn_compacts_with_the_summariser_and_stores_the_summary_in_place(
-    db_url: str,
+    any_db_url: str,
 ) -> None:
     summariser = ScriptedModel(["They asked two questions about x."])
     compaction = Compaction(max_tokens=45, keep_last=2, model=summariser)
-    app, model = talker(db_url, [f"{LINE} a{i}" for i in range(3)], compaction)
+    app, model = talker(any_db_url, [f"{LINE} a{i}" for i in range(3)], compaction)
     async with app:
         session = await app.create_session("talker")
         turns = await run_turns(app, session.id, 3)
@@ -102,10 +102,10 @@ async def test_a_turn_compacts_with_the_summariser_and_stores_the_summary_in_pla
     assert third[4].data == dict(summary.metadata)
 
 
-async def test_a_session_compacts_again_from_its_latest_summary(db_url: str) -> None:
+async def test_a_session_compacts_again_from_its_latest_summary(any_db_url: str) -> None:
     summariser = ScriptedModel([f"Summary {i}." for i in range(10)])
     compaction = Compaction(max_tokens=45, keep_last=2, model=summariser)
-    app, model = talker(db_url, [f"{LINE} a{i}" for i in range(12)], compaction)
+    app, model = talker(any_db_url, [f"{LINE} a{i}" for i in range(12)], compaction)
     async with app:
         session = await app.create_session("talker")
         turns = await run_turns(app, session.id, 12)

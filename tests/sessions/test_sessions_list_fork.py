@@ -52,8 +52,8 @@ async def talked(app: App, texts: list[str]) -> str:
 # -- list_sessions ---------------------------------------------------------------
 
 
-async def test_paging_through_120_sessions_gives_each_once_newest_first(db_url: str) -> None:
-    app, _ = tool_app(db_url, [])
+async def test_paging_through_120_sessions_gives_each_once_newest_first(any_db_url: str) -> None:
+    app, _ = tool_app(any_db_url, [])
     async with app:
         created = [(await app.create_session("helper")).id for _ in range(120)]
         pages, before = [], None
@@ -71,14 +71,14 @@ async def test_paging_through_120_sessions_gives_each_once_newest_first(db_url: 
         assert [s.id for s in app.list_sessions_sync(limit=3)] == created[:-4:-1]
 
 
-async def test_list_sessions_filters_by_agent_and_status(db_url: str) -> None:
+async def test_list_sessions_filters_by_agent_and_status(any_db_url: str) -> None:
     release = asyncio.Event()
 
     async def held(request: object) -> str:
         await release.wait()
         return "done"
 
-    app = App(db_url, fire_schedules=False)
+    app = App(any_db_url, fire_schedules=False)
     ask = {
         "role": "assistant",
         "content": [{"type": "tool_use", "id": "a1", "name": "ask", "input": {"question": "?"}}],
@@ -147,9 +147,9 @@ async def test_a_bad_list_filter_is_refused_naming_it(
 # -- fork_session ------------------------------------------------------------------
 
 
-async def test_fork_at_each_kind_of_boundary(db_url: str) -> None:
+async def test_fork_at_each_kind_of_boundary(any_db_url: str) -> None:
     # history: 0 user, 1 assistant call, 2 user result, 3 assistant, 4 user, 5 assistant
-    app, _ = tool_app(db_url, [CALL, "first answer", "second answer"])
+    app, _ = tool_app(any_db_url, [CALL, "first answer", "second answer"])
     async with app:
         source = await talked(app, ["look it up", "thanks"])
         history = await app.history(source)
