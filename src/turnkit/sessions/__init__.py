@@ -38,7 +38,15 @@ from turnkit.sessions.model.inputs import (
     ScheduleInfo,
     WebhookInfo,
 )
-from turnkit.sessions.model.records import Event, Question, QuestionOption, Receipt, Session, Turn
+from turnkit.sessions.model.records import (
+    Event,
+    ForkedFrom,
+    Question,
+    QuestionOption,
+    Receipt,
+    Session,
+    Turn,
+)
 from turnkit.sessions.render.hooks import use_current_input, use_input, use_session_data, use_tool
 from turnkit.sessions.sources.subagents import subagent
 
@@ -53,6 +61,7 @@ __all__ = [
     "Event",
     "EventInfo",
     "EventResult",
+    "ForkedFrom",
     "HeldInput",
     "HopLimitError",
     "InvalidInputError",

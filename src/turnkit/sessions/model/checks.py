@@ -8,8 +8,16 @@ from turnkit.errors import InvalidInputError, InvalidMessageError
 from turnkit.messages._json import freeze_json, thaw
 from turnkit.sessions._values import dumps
 from turnkit.sessions.model.inputs import SOURCES, Channel
+from turnkit.sessions.model.status import SessionState
 
-__all__ = ["MAX_PAYLOAD_BYTES", "check_channel", "check_data", "check_payload", "check_text"]
+__all__ = [
+    "MAX_PAYLOAD_BYTES",
+    "check_channel",
+    "check_data",
+    "check_payload",
+    "check_session_status",
+    "check_text",
+]
 
 MAX_PAYLOAD_BYTES = 256 * 1024
 
@@ -43,6 +51,14 @@ def check_payload(value: object, limit: int = MAX_PAYLOAD_BYTES, field: str = "p
             field, f"is {size} bytes as JSON, over the limit of {limit} bytes ({limit // 1024} KiB)"
         )
     return text
+
+
+def check_session_status(value: object) -> SessionState:
+    try:
+        return SessionState(value)
+    except ValueError:
+        states = ", ".join(state.value for state in SessionState)
+        raise InvalidInputError("status", f"must be one of {states}; got {value!r}") from None
 
 
 def check_source(value: object) -> str:

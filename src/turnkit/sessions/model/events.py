@@ -16,6 +16,7 @@ __all__ = [
     "EVENT_TYPES",
     "TURN_END_TYPES",
     "ChannelDeliveryFailed",
+    "HistoryCompacted",
     "InputReceived",
     "InputRefused",
     "MessageAdded",
@@ -183,6 +184,19 @@ class InputRefused(SessionEvent):
     reason: str = "max_hops"
 
 
+@dataclass(frozen=True, slots=True)
+class HistoryCompacted(SessionEvent):
+    """The older part of the conversation was summarised into one ``compaction``
+    message (the ``message`` event just before this one): ``replaced`` is how many
+    messages it stands for, ``tokens_before`` / ``tokens_after`` the estimates of
+    what the model sees without and with it."""
+
+    type: ClassVar[str] = "history.compacted"
+    replaced: int
+    tokens_before: int
+    tokens_after: int
+
+
 EVENT_TYPES: dict[str, type[SessionEvent]] = {
     cls.type: cls
     for cls in (
@@ -199,6 +213,7 @@ EVENT_TYPES: dict[str, type[SessionEvent]] = {
         ScheduleFailed,
         ChannelDeliveryFailed,
         InputRefused,
+        HistoryCompacted,
     )
 }
 TURN_END_TYPES: frozenset[str] = frozenset(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from turnkit._sync import call_sync_or_async
@@ -53,12 +53,15 @@ class DurableModel(Model):
         pending: PendingWrites,
     ) -> None:
         self.provider, self.name = agent.model.provider, agent.model.name
+        self.context_window = agent.model.context_window  # what compaction must fit in
         self._agent, self._claim, self._data = agent, claim, data
         self._resolve_tool, self._journal, self._pending = resolve_tool, journal, pending
         self.tools: dict[str, Tool] = dict(agent.tools)
         self._calls = 0
         self.asked: Question | None = None  # set when the model calls ask
         self.ask_call: str | None = None
+        # Awaited first in each call (the turn's compaction stores what the loop made).
+        self.before_call: Callable[[], Awaitable[None]] | None = None
 
     async def _render(self) -> tuple[str | None, tuple[Any, ...]]:
         agent = self._agent
@@ -97,6 +100,8 @@ class DurableModel(Model):
     async def request(self, request: ModelRequest) -> ModelResponse:
         if self.asked is not None:
             raise Asked(self.asked.id)
+        if self.before_call is not None:
+            await self.before_call()
         system, specs = await self._render()
         # Tools the loop itself added (structured output's) stay; the rest come from the render.
         added = tuple(spec for spec in request.tools if spec.name not in self._agent.tools)

@@ -36,6 +36,8 @@ from turnkit.sessions.db.steps import Claim, Ending, Journal, PendingWrites, too
 from turnkit.sessions.model.checks import check_payload
 from turnkit.sessions.model.status import TurnState
 from turnkit.sessions.render.ask import ASK, ask_tool, question_for
+from turnkit.sessions.runtime.compacting import TurnCompaction
+from turnkit.sessions.runtime.conversions import KeptConversions
 from turnkit.sessions.runtime.durable import DurableModel, RenderError, describe_error
 from turnkit.sessions.sources.subagents import ToolCallScope, current_call
 from turnkit.tools import ToolInputError, execute_tool_call
@@ -90,6 +92,11 @@ class TurnExecution:
         self.pending = PendingWrites()
         resolve = worker.definitions.tool_resolver(agent)
         self.model = DurableModel(agent, claim, self.data, resolve, self.journal, self.pending)
+        self.compacting = TurnCompaction.of(
+            agent, claim, self.journal, self.pending, lambda: self.model.asked is not None
+        )
+        if self.compacting is not None:  # what the loop compacted is stored before the call
+            self.model.before_call = self.compacting.store_new
         self.index = 0  # messages produced so far (the input is 0)
         self.held_results: list[ToolResultBlock] = []  # other results, held with a question
 
@@ -105,8 +112,12 @@ class TurnExecution:
             run_tool=self._run_tool,
             output=self.agent.output,
             output_retries=self.agent.output_retries,
+            compaction=None if self.compacting is None else self.compacting.settings,
+            conversion=self.worker.conversions.of(self.claim.session_id),
         )
         state = RunState(self.claim.turn_id, self.claim.history)
+        if self.compacting is not None:
+            self.compacting.watch(state)
         try:
             async for event in turns.run(self.model, state, streaming=True):
                 if event.type == "message":
@@ -232,6 +243,7 @@ class TurnWorker:
         self.journal = journal
         self.definitions = definitions  # the agents, and what use_tool(name) offers
         self.delegate = delegate  # what a subagent tool call does (Runtime.delegate)
+        self.conversions = KeptConversions()  # each session's, from one turn to the next
         self._tasks: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = {}
         self._cancel_reasons: dict[str, str] = {}
         self._ending: set[str] = set()  # turns writing their end: past cancelling
@@ -358,8 +370,8 @@ def _cancelled_itself(name: str) -> str:
 
 
 def _reason(result: Any) -> str:
-    if result.stop_reason == "max_turns":
-        return "max_turns"
+    if result.stop_reason in ("max_turns", "context_too_long"):
+        return result.stop_reason
     if isinstance(result.exception, RenderError):
         return "render_error"
     if result.exception is not None:
