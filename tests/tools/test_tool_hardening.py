@@ -69,6 +69,29 @@ async def test_a_sync_tool_that_never_returns_becomes_an_error_result_at_its_tim
     assert result.content == "Tool 'stuck' did not finish within 0.2s; it was abandoned."
 
 
+async def test_what_a_sync_tool_returns_is_awaited_within_the_same_deadline() -> None:
+    async def slow(value: str) -> str:
+        await asyncio.sleep(30)
+        return value
+
+    made = Tool("later", "", {"type": "object"}, lambda: slow("late"), timeout_s=0.2)
+    result = await run(made)
+    assert result.is_error
+    assert result.content == "Tool 'later' did not finish within 0.2s; it was abandoned."
+    soon = Tool("soon", "", {"type": "object"}, lambda: asyncio.sleep(0, "in time"))
+    assert (await run(soon)).content == "in time"
+    assert not made.is_async and not soon.is_async
+
+
+async def test_a_tool_argument_named_like_the_deadline_reaches_the_function() -> None:
+    @tool(timeout_s=5)
+    def wait(timeout_s: float) -> str:
+        """Echoes its own argument."""
+        return f"asked for {timeout_s:g}s"
+
+    assert (await run(wait, timeout_s=0.5)).content == "asked for 0.5s"
+
+
 async def test_an_async_tool_past_its_timeout_is_cancelled() -> None:
     cancelled = asyncio.Event()
 
