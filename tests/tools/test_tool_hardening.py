@@ -199,11 +199,14 @@ async def test_sync_tools_run_off_the_loop_reusing_one_worker_thread_with_the_co
         return "ok"
 
     request_id.set("r-1")
-    for _ in range(20):
+    assert (await run(where)).content == "ok"  # may start a worker (or reuse an idle one)
+    # Workers are shared by the process: earlier tests may have left more than one idle.
+    workers = {t.ident for t in threading.enumerate() if t.name == "turnkit-worker"}
+    for _ in range(19):
         assert (await run(where)).content == "ok"
     threads = {ident for ident, _ in seen}
     assert threading.get_ident() not in threads  # never on the event loop's thread
-    assert len(threads) == 1  # one hand-over per call: no thread started per call
+    assert threads <= workers  # one hand-over per call: no thread started per call
     assert {value for _, value in seen} == {"r-1"}
 
 
