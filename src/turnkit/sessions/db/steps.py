@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,14 +110,20 @@ class Journal:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.conversations = Conversations()  # what a turn reads of its session's messages
+        # Whether a runner that ends a turn and finds nothing queued keeps its
+        # session (it waits a moment for the next input: see TurnWorker.run_session).
+        self.keep_sessions: Callable[[str], bool] = lambda runner_id: False
 
-    def claim(self, session_id: str, runner_id: str) -> Claim | None:
+    def claim(self, session_id: str, runner_id: str, keep: bool = False) -> Claim | None:
         """The turn runner ``runner_id`` is to run next (see :func:`.turns.claim_next`)."""
         with self.store.write() as tx:
-            return self._claim_next(tx, session_id, runner_id)
+            return self._claim_next(tx, session_id, runner_id, keep)
 
-    def _claim_next(self, tx: Tx, session_id: str, runner_id: str) -> Claim | None:
-        claimed = turns.claim_next(tx, session_id, runner_id)
+    def _claim_next(
+        self, tx: Tx, session_id: str, runner_id: str, keep: bool | None = None
+    ) -> Claim | None:
+        keep = self.keep_sessions(runner_id) if keep is None else keep
+        claimed = turns.claim_next(tx, session_id, runner_id, keep)
         if claimed is None:
             return None
         row = claimed.row

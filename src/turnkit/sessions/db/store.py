@@ -42,12 +42,18 @@ __all__ = [
     "ended_key",
     "insert_ignoring_conflict",
     "new_session_values",
+    "queued_key",
 ]
 
 
 def ended_key(session_id: str) -> str:
     """The notification key of "a turn of this session ended"."""
     return f"{session_id}#ended"
+
+
+def queued_key(session_id: str) -> str:
+    """The notification key of "a turn of this session was queued"."""
+    return f"{session_id}#queued"
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,7 +37,7 @@ import sqlalchemy as sa
 
 from turnkit.sessions._values import cut_utf8, dumps, new_id, now, storable
 from turnkit.sessions.db import schema as t
-from turnkit.sessions.db.store import TurnEnded, Tx
+from turnkit.sessions.db.store import TurnEnded, Tx, queued_key
 from turnkit.sessions.model.events import (
     QuestionAsked,
     TurnCancelled,
@@ -114,17 +114,20 @@ def queue_turn(
     )
     tx.execute(t.inputs.update().where(t.inputs.c.id == input_id).values(turn_id=turn_id))
     tx.store.dispatch.turn_queued(tx, session_id)
+    tx.appended.add(queued_key(session_id))  # wakes the session's runner if it waits
     return turn_id
 
 
-def claim_next(tx: Tx, session_id: str, runner_id: str) -> Claimed | None:
-    """The turn runner ``runner_id`` runs next, or None: then the runner is done.
+def claim_next(tx: Tx, session_id: str, runner_id: str, keep: bool = False) -> Claimed | None:
+    """The turn runner ``runner_id`` runs next, or None.
 
     A runner that is not the session's gets nothing (another one runs it). A
     turn left running (its runner crashed and was recovered, or was replaced)
     is resumed first; else the lowest queued turn starts. Finding neither,
     the runner gives the session up here, in the transaction that saw it
-    empty, so an input committed after this names a new runner.
+    empty, so an input committed after this names a new runner; with
+    ``keep`` it stays the session's runner (it waits a moment for the next
+    input, then claims again without ``keep``).
     """
     session = tx.lock_session(session_id)
     if session.runner not in (None, runner_id):
@@ -139,7 +142,8 @@ def claim_next(tx: Tx, session_id: str, runner_id: str) -> Claimed | None:
         return Claimed(running, resumed=True)
     queued = tx.execute(_oldest(session_id, TurnState.QUEUED)).first()
     if queued is None:
-        _set_runner(tx, session_id, None)
+        if not keep:
+            _set_runner(tx, session_id, None)
         return None
     started = _transition(
         tx, queued.id, TurnState.RUNNING, _QUEUED, workflow_id=runner_id, started_at=now()

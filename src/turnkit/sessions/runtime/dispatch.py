@@ -221,6 +221,12 @@ class Dispatcher:
             self._starting += 1
             return True
 
+    def has_spare_slot(self) -> bool:
+        """Whether this process could start another runner now (a lingering runner
+        must leave room for sessions that have none)."""
+        with self._count:
+            return len(self._running) + self._starting < self.max_running
+
     def _unreserve(self) -> None:
         with self._count:
             self._starting -= 1

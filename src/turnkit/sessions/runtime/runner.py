@@ -33,6 +33,7 @@ from turnkit.messages import Message, ToolResultBlock, ToolUseBlock, validate_bl
 from turnkit.messages._json import thaw
 from turnkit.sessions._values import dumps
 from turnkit.sessions.db.steps import Claim, Ending, Journal, PendingWrites, tool_step_key
+from turnkit.sessions.db.store import queued_key
 from turnkit.sessions.model.checks import check_payload
 from turnkit.sessions.model.status import TurnState
 from turnkit.sessions.render.ask import ASK, ask_tool, question_for
@@ -44,6 +45,7 @@ from turnkit.tools import ToolInputError, execute_tool_call
 
 if TYPE_CHECKING:
     from turnkit.sessions.definitions import AgentDef, Definitions
+    from turnkit.sessions.runtime.notify import Notifier, Watch
 
 __all__ = ["TurnExecution", "TurnWorker"]
 
@@ -54,6 +56,10 @@ log = logging.getLogger("turnkit.sessions")
 # the session goes on as soon as it can.
 END_RETRY_FIRST_S = 0.5
 END_RETRY_MAX_S = 30.0
+# A runner whose session has nothing queued waits this long for the next input
+# before it gives the session up: a conversation's next turn then costs no new
+# workflow (two writes fewer), while a slot is free for other sessions.
+RUNNER_LINGER_S = 0.1
 
 
 def _stopping() -> bool:
@@ -239,8 +245,20 @@ class TurnExecution:
 class TurnWorker:
     """Runs the turns a session's runner claims, and cancels them on request."""
 
-    def __init__(self, journal: Journal, definitions: Definitions, delegate: Delegate) -> None:
+    def __init__(
+        self,
+        journal: Journal,
+        definitions: Definitions,
+        delegate: Delegate,
+        notifier: Notifier | None = None,
+        may_linger: Callable[[], bool] = lambda: False,
+    ) -> None:
         self.journal = journal
+        self.notifier = notifier  # wakes a runner waiting for its session's next input
+        self._may_linger = may_linger  # whether this process has a slot to spare
+        self._lingering: set[str] = set()  # runners whose last turn end kept the session
+        if notifier is not None:
+            journal.keep_sessions = self._keep
         self.definitions = definitions  # the agents, and what use_tool(name) offers
         self.delegate = delegate  # what a subagent tool call does (Runtime.delegate)
         self.conversions = KeptConversions()  # each session's, from one turn to the next
@@ -285,13 +303,51 @@ class TurnWorker:
         """The body of a session's runner: claim its turns one by one and run each.
 
         Each turn's end claims the next one in the same transaction, so a busy
-        session costs no extra write between its turns.
+        session costs no extra write between its turns. When nothing is
+        queued and this process has a slot to spare, the runner keeps the
+        session for :data:`RUNNER_LINGER_S`, woken by the next turn queued,
+        then gives it up.
         """
-        claim = await _retrying(
-            f"claim the next turn of {session_id}", self.journal.claim, session_id, runner_id
-        )
-        while claim is not None:
-            claim = await self._run_turn(claim)
+        what = f"claim the next turn of {session_id}"
+        claim = await _retrying(what, self.journal.claim, session_id, runner_id)
+        if self.notifier is None:
+            while claim is not None:
+                claim = await self._run_turn(claim)
+            return
+        with self.notifier.watching(queued_key(session_id)) as queued:
+            while claim is not None:
+                seen = queued.version()
+                claim = await self._run_turn(claim)
+                if claim is None and runner_id in self._lingering:
+                    self._lingering.discard(runner_id)
+                    claim = await self._linger(runner_id, session_id, queued, seen)
+
+    def _keep(self, runner_id: str) -> bool:
+        """At a turn's end (in the writing thread): keep the session for a moment?"""
+        keep = self._may_linger()
+        if keep:
+            self._lingering.add(runner_id)
+        return keep
+
+    async def _linger(
+        self, runner_id: str, session_id: str, queued: Watch, seen: tuple[int, int]
+    ) -> Claim | None:
+        """Wait a moment for the session's next turn; it, or None once given up."""
+        what = f"claim the next turn of {session_id}"
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + RUNNER_LINGER_S
+        while True:
+            if queued.version() == seen:
+                left = deadline - loop.time()
+                if left > 0:
+                    await queued.wait(seen, left)
+                if queued.version() == seen:
+                    break
+            seen = queued.version()
+            claim = await _retrying(what, self.journal.claim, session_id, runner_id, True)
+            if claim is not None:
+                return claim
+        return await _retrying(what, self.journal.claim, session_id, runner_id, False)
 
     async def _fail(self, claim: Claim, err: BaseException) -> Claim | None:
         """End ``claim`` ``failed`` after ``err`` escaped it; the runner's next claim.

@@ -18,7 +18,7 @@ from turnkit.sessions.db import schema, turns
 from turnkit.sessions.db.engines import Databases, resolve_url
 from turnkit.sessions.db.inputs import NewInput, accept_input
 from turnkit.sessions.db.steps import Journal
-from turnkit.sessions.db.store import Store, TurnEndListener, ended_key
+from turnkit.sessions.db.store import Store, TurnEndListener, ended_key, queued_key
 from turnkit.sessions.model.events import InputRefused
 from turnkit.sessions.model.records import Event, Receipt, Session, Turn
 from turnkit.sessions.runtime.dispatch import Dispatcher
@@ -69,7 +69,7 @@ class Runtime:
             read = databases.read
             self.notifier = Notifier(
                 change_feed(read, databases.sqlite),
-                lambda session_id: (session_id, ended_key(session_id)),
+                lambda session_id: (session_id, ended_key(session_id), queued_key(session_id)),
             )
             s = self.settings
             self.dispatcher = Dispatcher(
@@ -78,7 +78,13 @@ class Runtime:
             self.store = Store(databases, self.dispatcher, self.notifier.notify)
             self.store.listeners = [SubscriptionFanOut(s.max_hops), *self._listeners]
             self.journal = Journal(self.store)
-            self.worker = TurnWorker(self.journal, self.definitions, self.delegate)
+            self.worker = TurnWorker(
+                self.journal,
+                self.definitions,
+                self.delegate,
+                self.notifier,
+                self.dispatcher.has_spare_slot,
+            )
             self.dispatcher.launch(self.worker.run_session if s.workers else None)
             if s.workers:  # after DBOS's own recovery: the runners it could not know of
                 self.dispatcher.recover(self.store)
