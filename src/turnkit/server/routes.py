@@ -206,4 +206,5 @@ def open_routes(app: Any) -> APIRouter:
 async def _channel(app: Any, provider: str, request: Request) -> Response:
     """A channel request, answered by the App's framework-agnostic handler."""
     answer = await app.handle_channel(provider, request.headers, await request.body())
-    return JSONResponse(answer.body, answer.status, media_type=answer.media_type)
+    headers = answer.headers or None
+    return JSONResponse(answer.body, answer.status, headers, media_type=answer.media_type)
