@@ -1,6 +1,6 @@
 """Per-turn cost of a conversation as its history grows: turnkit vs pydantic-ai and openai-agents.
 
-Run: python bench/bench_history.py [--repeat N] [--sizes 50,200,800,3200]
+Run: python bench/bench_history.py [--repeat N] [--sizes 50,200,800,3200] [--no-sessions]
 
 Each framework starts from a history of N messages (user and assistant
 text, about 90 characters each) and is then prompted 20 times, every turn
@@ -20,6 +20,14 @@ time over turnkit's (higher is better for turnkit). A second table splits
 turnkit's turns: the first one pays for its scripted model reading the
 whole history once (the agent converted its configured history when it was
 built); later turns convert only what is new.
+
+A third table is a durable session (``App`` on a fresh SQLite file, the
+same scripted model): a session whose stored conversation holds N messages
+runs 20 turns, each ``send`` then ``wait``; the time is the whole turn,
+database writes included, for the 19 turns after the first (the first
+after a start reads and decodes the stored history once). A turn reads
+only the messages stored since the last one and converts only what is
+new, so its cost should not grow with N.
 """
 
 from __future__ import annotations
@@ -85,6 +93,60 @@ async def turnkit_first_and_later(size: int, repeat: int) -> tuple[float, float]
         firsts.append(times[0])
         laters.append(statistics.mean(times[1:]))
     return statistics.median(firsts) * 1e6, statistics.median(laters) * 1e6
+
+
+async def session_turns_us(size: int, repeat: int) -> float:
+    """Median over ``repeat`` sessions of the mean microseconds per session turn."""
+    import json
+    import tempfile
+
+    import turnkit
+    from turnkit.sessions import App
+    from turnkit.sessions.db import schema as t
+    from turnkit.testing import ScriptedModel
+
+    means = []
+    with tempfile.TemporaryDirectory() as folder:
+        model = ScriptedModel([reply_text(i) for i in range((repeat + 1) * TURNS)])
+        app = App(f"sqlite:///{folder}/bench.db", fire_schedules=False)
+        app.agent("bench", model=model)(lambda: "Answer.")
+        async with app:
+            for run in range(repeat + 1):  # the first run warms up
+                session = await app.create_session("bench")
+                seed = [turnkit.Message.user(user_text(i // 2)) for i in range(0, size, 2)]
+                seed = [
+                    m
+                    for i, u in enumerate(seed)
+                    for m in (u, turnkit.Message.assistant(reply_text(i)))
+                ]
+                with app.runtime.store.write() as tx:  # as if stored by earlier turns
+                    tx.execute(
+                        t.messages.insert(),
+                        [
+                            {
+                                "session_id": session.id,
+                                "position": i + 1,
+                                "turn_id": f"seed-{session.id}",
+                                "turn_index": i,
+                                "message": json.dumps(m.to_dict()),
+                            }
+                            for i, m in enumerate(seed)
+                        ],
+                    )
+                    statement = t.sessions.update().where(t.sessions.c.id == session.id)
+                    tx.execute(statement.values(message_seq=len(seed)))
+                # The first turn after a start reads (and decodes) the stored history once.
+                receipt = await app.send(session.id, text=user_text(size))
+                await app.wait(receipt.turn_id, timeout=30)
+                start = time.perf_counter()
+                for i in range(1, TURNS):
+                    receipt = await app.send(session.id, text=user_text(size + i))
+                    turn = await app.wait(receipt.turn_id, timeout=30)
+                    assert turn.status == "completed", turn.error
+                if run:
+                    means.append((time.perf_counter() - start) / (TURNS - 1))
+            assert len(await app.history(session.id)) == size + 2 * TURNS
+    return statistics.median(means) * 1e6
 
 
 def pydantic_ai_case(size: int) -> Callable[[], Awaitable[None]]:
@@ -165,6 +227,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=60)
     parser.add_argument("--sizes", default="50,200,800,3200")
+    parser.add_argument("--no-sessions", action="store_true", help="skip the session table")
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
     results = asyncio.run(measure(sizes, args.repeat))
@@ -186,6 +249,13 @@ def main() -> None:
     for index, size in enumerate(sizes):
         first, later = split[index]
         print(f"{size:>8}{first:>23.0f}{later:>20.0f}{later / split[0][1]:>7.1f}x")
+    if args.no_sessions:
+        return
+    sessions = [asyncio.run(session_turns_us(size, 5)) for size in sizes]
+    print()
+    print(f"{'history':>8}{'session turn us':>17}{'growth':>8}")
+    for index, size in enumerate(sizes):
+        print(f"{size:>8}{sessions[index]:>17.0f}{sessions[index] / sessions[0]:>7.1f}x")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from turnkit.agent.compaction import Compaction, compact
 from turnkit.errors import (
     ContextTooLongError,
     CostBudgetExceededError,
+    HopLimitError,
     ImagePolicyError,
     InvalidMessageError,
     MCPServerError,
@@ -107,6 +108,7 @@ __all__ = [
     "ContextTooLongError",
     "CostBudgetExceededError",
     "FileBlock",
+    "HopLimitError",
     "ImageBlock",
     "ImagePolicy",
     "ImagePolicyError",

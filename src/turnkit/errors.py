@@ -9,6 +9,7 @@ from __future__ import annotations
 __all__ = [
     "BudgetExceededError",
     "CostBudgetExceededError",
+    "HopLimitError",
     "ImagePolicyError",
     "InvalidInputError",
     "InvalidMessageError",
@@ -225,6 +226,18 @@ class SessionNotFoundError(TurnkitError, LookupError):
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
         super().__init__(f"session {session_id!r} not found")
+
+
+class HopLimitError(TurnkitError):
+    """An input was not created: the chain of turn outcomes and sub-agent tasks it
+    would continue is already ``limit`` hops long (``App(max_hops=...)``)."""
+
+    def __init__(self, what: str, hops: int, limit: int) -> None:
+        self.hops, self.limit = hops, limit
+        super().__init__(
+            f"{what} was not started: it would be {hops} hops (turn outcomes and "
+            f"sub-agent tasks) from an outside input, past the App's max_hops={limit}"
+        )
 
 
 class SessionEndedError(TurnkitError):

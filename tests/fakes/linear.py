@@ -5,7 +5,8 @@ It refuses as Linear does: no or another token is HTTP 400 with an
 that is not the ``agentActivityCreate`` mutation, an unknown agent session
 or content missing what its type needs (``body``; ``action`` and
 ``parameter`` for an action) is a GraphQL error with ``INVALID_INPUT``.
-Scripted failures: HTTP 5xx, 429 with ``Retry-After``, ``RATELIMITED``.
+Scripted failures: HTTP 5xx, 429 with ``Retry-After``, ``RATELIMITED``, for
+any call or for one agent session's calls (``session``).
 Accepted activities are kept in :attr:`FakeLinear.activities`.
 """
 
@@ -43,21 +44,30 @@ class FakeLinear(FakeServer):
         super().__init__(api_key=token)
         self.sessions = set(sessions)
         self.activities: list[Activity] = []
-        self._failures: deque[HttpReply] = deque()
+        self._failures: deque[tuple[HttpReply, str | None]] = deque()  # (reply, session)
         self._created = threading.Condition()
 
     @property
     def api_url(self) -> str:
         return self.base_url + "/graphql"
 
-    def fail_with_status(self, status: int, times: int = 1, retry_after: str | None = None) -> None:
+    def fail_with_status(
+        self,
+        status: int,
+        times: int = 1,
+        retry_after: str | None = None,
+        session: str | None = None,
+    ) -> None:
+        """The next ``times`` calls (for agent session ``session`` only, when given)
+        answer HTTP ``status``."""
         headers = {} if retry_after is None else {"retry-after": retry_after}
         for _ in range(times):
-            self._failures.append(json_reply(status, {"errors": [{"message": "busy"}]}, headers))
+            reply = json_reply(status, {"errors": [{"message": "busy"}]}, headers)
+            self._failures.append((reply, session))
 
     def rate_limit(self, times: int = 1) -> None:
         for _ in range(times):
-            self._failures.append(_error("Rate limit exceeded", "RATELIMITED", 400))
+            self._failures.append((_error("Rate limit exceeded", "RATELIMITED", 400), None))
 
     def wait_for_activities(self, count: int, timeout: float = 10.0) -> list[Activity]:
         with self._created:
@@ -71,9 +81,10 @@ class FakeLinear(FakeServer):
         expected = self.api_key if self.api_key.startswith("lin_api_") else f"Bearer {self.api_key}"
         if request.headers.get("authorization") != expected:
             return _error("Authentication required, not authenticated", "AUTHENTICATION_ERROR", 400)
-        if self._failures:
-            return self._failures.popleft()
         body = request.body if isinstance(request.body, dict) else {}
+        failure = self._failure_for(body)
+        if failure is not None:
+            return failure
         if not isinstance(body.get("query"), str) or not _MUTATION.match(body["query"]):
             return _error("Only the agentActivityCreate mutation is served here", "INVALID_INPUT")
         data = (body.get("variables") or {}).get("input")
@@ -86,6 +97,17 @@ class FakeLinear(FakeServer):
             self._created.notify_all()
         created = {"success": True, "agentActivity": {"id": f"activity-{number}"}}
         return json_reply(200, {"data": {"agentActivityCreate": created}})
+
+    def _failure_for(self, body: dict[str, Any]) -> HttpReply | None:
+        """The first scripted failure that applies to this call, taken off the script."""
+        data = (body.get("variables") or {}).get("input")
+        session = data.get("agentSessionId") if isinstance(data, dict) else None
+        with self._created:
+            for failure in self._failures:
+                if failure[1] is None or failure[1] == session:
+                    self._failures.remove(failure)
+                    return failure[0]
+        return None
 
     def _problem(self, data: Any) -> str | None:
         if not isinstance(data, dict):

@@ -202,7 +202,7 @@ async def test_concurrent_subscribes_make_one_subscription_that_unsubscribe_ends
         assert [e.type for e in await app.events(one.id)] == []  # no outcome arrives
 
 
-async def test_upgrading_to_schema_3_removes_duplicate_subscriptions(any_db_url: str) -> None:
+async def test_upgrading_to_schema_4_removes_duplicate_subscriptions(any_db_url: str) -> None:
     import sqlalchemy as sa
 
     from turnkit.sessions.db import schema
@@ -214,11 +214,11 @@ async def test_upgrading_to_schema_3_removes_duplicate_subscriptions(any_db_url:
         one, two = await app.create_session("a"), await app.create_session("a")
     databases = Databases(any_db_url)
     try:
-        with databases.write.begin() as conn:  # back to version 2, with duplicates
+        with databases.write.begin() as conn:  # back to version 3, with duplicates
             conn.execute(sa.text("DROP INDEX uq_turnkit_subs_to_session"))
             conn.execute(sa.text("DROP INDEX uq_turnkit_subs_to_agent"))
             conn.execute(sa.text("DROP TABLE turnkit_webhook_deliveries"))
-            conn.execute(sa.text("UPDATE turnkit_meta SET value = '2'"))
+            conn.execute(sa.text("UPDATE turnkit_meta SET value = '3'"))
             for n, target in enumerate([two.id, two.id, None, None]):
                 conn.execute(
                     schema.subscriptions.insert().values(
@@ -229,7 +229,7 @@ async def test_upgrading_to_schema_3_removes_duplicate_subscriptions(any_db_url:
                         created_at=0.0,
                     )
                 )
-        assert schema.migrate(databases.write) == 3
+        assert schema.migrate(databases.write) == 4
         with databases.read.begin() as conn:
             rows = conn.execute(sa.select(schema.subscriptions.c.id)).scalars().all()
             assert sorted(rows) == ["sub_0", "sub_2"]

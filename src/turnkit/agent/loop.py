@@ -149,6 +149,7 @@ class Turns:
         output: OutputType | None = None,
         output_retries: int = 1,
         compaction: Compaction | None = None,
+        conversion: LlmConversion | None = None,
     ) -> None:
         self.system = system
         self.tools = tools
@@ -163,8 +164,11 @@ class Turns:
         self.compaction = compaction
         self._summariser: Model | None = None  # compaction.model, resolved on first use
         # Messages are immutable, so what the pipeline made of a conversation
-        # is kept and only the new messages of the next call are converted.
-        self._conversion = LlmConversion(convert=convert_to_llm is None)
+        # is kept and only the new messages of the next call are converted
+        # (``conversion``: one kept elsewhere, e.g. a session's across its turns).
+        if conversion is None:
+            conversion = LlmConversion(convert=convert_to_llm is None)
+        self._conversion = conversion
 
     def prepare(self, history: Sequence[Message]) -> None:
         """Convert ``history`` now (an agent's configured history, when it is

@@ -44,7 +44,7 @@ class ChannelHub:
         if not self.channels:
             return
         runtime = app.runtime
-        self.delivery = Delivery(runtime.store, self.channels)
+        self.delivery = Delivery(runtime.store, self.channels, app.executor_id)
         runtime.notifier.on_change(self.wake)  # other processes' replies
         self.delivery.start()
 

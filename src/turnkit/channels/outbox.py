@@ -5,12 +5,15 @@ its replies go. When a linked session's turn ends, :func:`queue_outcome`
 writes one outbox row in the transaction that ends it (the final text, the
 question asked, the failure, the tool calls made), so a crash cannot end a
 turn and lose its reply. The channel's delivery task claims due rows with a
-lease (several processes may deliver; each row is claimed by one at a time),
-records each post it makes (``done``), retries with backoff, and marks a
-row ``failed`` with a ``channel.delivery_failed`` event when retrying cannot
-help. This module knows nothing of any channel's API: the channels turn rows
-into posts. Sessions know nothing of this module: :class:`~.hub.ChannelHub`
-registers :func:`queue_outcome` as a turn-end listener.
+lease held under its executor id (several processes may deliver; each row is
+claimed by one at a time, and a claim looks at each session's oldest pending
+row only, so sessions are served side by side), records each post it makes
+(``done``; updates apply only while the claimer still holds the row),
+retries with backoff on that session's row, and marks a row ``failed`` with
+a ``channel.delivery_failed`` event when retrying cannot help. This module
+knows nothing of any channel's API: the channels turn rows into posts.
+Sessions know nothing of this module: :class:`~.hub.ChannelHub` registers
+:func:`queue_outcome` as a turn-end listener.
 """
 
 from __future__ import annotations
@@ -44,7 +47,6 @@ __all__ = [
 ]
 
 MAX_ACTION_TEXT = 2000  # characters of a tool call's arguments or result shown in a channel
-_SCAN = 200  # pending rows looked at per claim
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +62,7 @@ class OutboxItem:
     address: dict[str, Any]
     done: int  # posts of this row already made
     attempts: int
+    owner: str  # the lease owner that claimed it: its updates apply while it holds the row
 
 
 # -- links ------------------------------------------------------------------
@@ -221,32 +224,38 @@ def claim_due(
     """Claim due rows of ``providers`` for ``owner``, at most one per session (the
     oldest pending one: replies keep their order), leased for ``lease_s`` seconds.
 
-    Returns the claimed rows and when the next unclaimed one comes due (UNIX
+    Only each session's oldest pending row is looked at, so a session with a
+    long backlog (or one waiting out a back-off) takes one place in the look,
+    never hides another session's rows. Returns the claimed rows (oldest
+    first, at most ``limit``) and when the next unclaimed one comes due (UNIX
     seconds; None when nothing is pending).
     """
     stamp = now()
     c = t.channel_outbox.c
+    heads = (
+        sa.select(sa.func.min(c.id).label("id"))
+        .where(c.status == "pending", c.provider.in_(providers))
+        .group_by(c.session_id)
+        .subquery()
+    )
+    of_heads = t.channel_outbox.join(heads, c.id == heads.c.id)
+    ready = sa.and_(c.next_at <= stamp, sa.or_(c.lease_until.is_(None), c.lease_until < stamp))
+    due_at = sa.case((c.lease_until > c.next_at, c.lease_until), else_=c.next_at)
     with store.read() as conn:
         rows = conn.execute(
             sa.select(t.channel_outbox)
-            .where(c.status == "pending", c.provider.in_(providers))
+            .select_from(of_heads)
+            .where(ready)
             .order_by(c.id)
-            .limit(_SCAN)
+            .limit(limit)
         ).all()
-    heads: dict[str, Any] = {}
-    for row in rows:
-        heads.setdefault(row.session_id, row)
-    claimed: list[OutboxItem] = []
-    later: list[float] = []
-    for row in heads.values():
-        due_at = max(row.next_at, row.lease_until or 0.0)
-        if due_at > stamp or len(claimed) >= limit:
-            later.append(due_at)
-            continue
-        item = _claim(store, row, stamp, owner, lease_s)
-        if item is not None:
-            claimed.append(item)
-    return claimed, min(later, default=None)
+        later = conn.execute(
+            sa.select(sa.func.min(due_at)).select_from(of_heads).where(sa.not_(ready))
+        ).scalar()
+    claimed = [item for row in rows if (item := _claim(store, row, stamp, owner, lease_s))]
+    if len(rows) >= limit:
+        later = stamp  # more may be due now
+    return claimed, later
 
 
 def _claim(store: Store, row: Any, stamp: float, owner: str, lease_s: float) -> OutboxItem | None:
@@ -268,10 +277,10 @@ def _claim(store: Store, row: Any, stamp: float, owner: str, lease_s: float) -> 
                 t.channel_links.c.session_id == row.session_id
             )
         ).scalar()
-    return _item(row, json.loads(address or "{}"))
+    return _item(row, json.loads(address or "{}"), owner)
 
 
-def _item(row: Any, address: dict[str, Any]) -> OutboxItem:
+def _item(row: Any, address: dict[str, Any], owner: str) -> OutboxItem:
     return OutboxItem(
         row.id,
         row.session_id,
@@ -282,20 +291,45 @@ def _item(row: Any, address: dict[str, Any]) -> OutboxItem:
         address,
         row.done,
         row.attempts,
+        owner,
     )
 
 
-def record_progress(store: Store, item_id: int, done: int, finished: bool) -> None:
-    """``done`` posts of the row are made; ``finished``: all of them (the row is sent)."""
-    values: dict[str, Any] = {"done": done}
+def record_progress(
+    store: Store, item: OutboxItem, done: int, finished: bool, lease_s: float
+) -> bool:
+    """``done`` posts of the row are made; ``finished``: all of them (the row is sent).
+
+    The lease is renewed for ``lease_s`` seconds, so a row of many posts stays
+    its owner's. Applies only while ``owner`` holds the row: False when it no
+    longer does (the lease lapsed and another process took it), and the
+    caller must post nothing more of it.
+    """
+    values: dict[str, Any] = {"done": done, "lease_until": now() + lease_s}
     if finished:
-        values.update(status="sent", lease_until=None, last_error=None)
+        values.update(status="sent", lease_until=None, lease_owner=None, last_error=None)
     with store.write() as tx:
-        tx.execute(t.channel_outbox.update().where(t.channel_outbox.c.id == item_id).values(values))
+        applied = tx.execute(_still_held(item).values(values))
+    return bool(applied.rowcount)
+
+
+def _still_held(item: OutboxItem) -> Any:
+    """An UPDATE of the row that applies only while ``item.owner`` still holds it."""
+    c = t.channel_outbox.c
+    return t.channel_outbox.update().where(
+        c.id == item.id, c.lease_owner == item.owner, c.status == "pending"
+    )
 
 
 def release(store: Store, owner: str) -> None:
-    """Give back at once every row ``owner`` holds (its delivery task is stopping)."""
+    """Free at once every pending row ``owner`` holds.
+
+    A delivery task calls it when it stops (its rows are free for the next
+    start) and when it starts: leases held under its own executor id are
+    those of an earlier run of this process that was killed mid-post
+    (two live processes never share an executor id), so they are taken back
+    at once instead of lapsing. Leases of other owners lapse on their own.
+    """
     c = t.channel_outbox.c
     with store.write() as tx:
         tx.execute(
@@ -306,15 +340,15 @@ def release(store: Store, owner: str) -> None:
 
 
 def retry_later(store: Store, item: OutboxItem, delay_s: float, error: str) -> None:
-    """A failure that retrying can fix: try again after ``delay_s`` seconds."""
+    """A failure that retrying can fix: this conversation tries again after ``delay_s``
+    seconds (its later rows wait behind this one; other conversations do not)."""
     with store.write() as tx:
         tx.execute(
-            t.channel_outbox.update()
-            .where(t.channel_outbox.c.id == item.id)
-            .values(
+            _still_held(item).values(
                 attempts=item.attempts + 1,
                 next_at=now() + delay_s,
                 lease_until=None,
+                lease_owner=None,
                 last_error=error,
             )
         )
@@ -323,12 +357,19 @@ def retry_later(store: Store, item: OutboxItem, delay_s: float, error: str) -> N
 def record_failure(store: Store, item: OutboxItem, error: str) -> None:
     """Give the row up, with a ``channel.delivery_failed`` event in the session's log."""
     with store.write() as tx:
-        tx.execute(
-            t.channel_outbox.update()
-            .where(t.channel_outbox.c.id == item.id)
-            .values(status="failed", attempts=item.attempts + 1, lease_until=None, last_error=error)
+        given_up = tx.execute(
+            _still_held(item).values(
+                status="failed",
+                attempts=item.attempts + 1,
+                lease_until=None,
+                lease_owner=None,
+                last_error=error,
+            )
         )
-        failed = ChannelDeliveryFailed(
-            item.provider, item.kind, error, item.attempts + 1, item.done
-        )
+        if not given_up.rowcount:  # another process holds it now: its outcome stands
+            return
+        done = tx.execute(
+            sa.select(t.channel_outbox.c.done).where(t.channel_outbox.c.id == item.id)
+        ).scalar()  # posts made before it failed, this attempt's included
+        failed = ChannelDeliveryFailed(item.provider, item.kind, error, item.attempts + 1, done)
         tx.emit(item.session_id, failed, item.turn_id)

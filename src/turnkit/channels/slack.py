@@ -15,8 +15,10 @@ bounds, a field of the wrong type) is a 400 problem naming the field, with
 once, after 1 and 5 minutes) unless that header says not to, and a body
 that could not be read once will not be read on a retry either.
 
-Replies are posted in the thread with ``slack_sdk``'s async ``WebClient``;
-429s are retried by the SDK's rate-limit handler (``Retry-After``), then by
+Replies are posted in the thread with ``slack_sdk``'s async ``WebClient``.
+A 429 is not waited out inside the call: its ``Retry-After`` goes to the
+outbox, which holds that thread's replies (and only those) until then
+(:mod:`turnkit.channels.delivery`); other transient errors are retried by
 the outbox with backoff; errors retrying cannot fix are recorded.
 """
 
@@ -215,7 +217,6 @@ class SlackChannel:
         if self._client is None:
             from slack_sdk.http_retry.builtin_async_handlers import (
                 AsyncConnectionErrorRetryHandler,
-                AsyncRateLimitErrorRetryHandler,
             )
             from slack_sdk.web.async_client import AsyncWebClient
 
@@ -223,10 +224,9 @@ class SlackChannel:
                 token=self.bot_token,
                 base_url=self.api_url,
                 timeout=30,
-                retry_handlers=[
-                    AsyncConnectionErrorRetryHandler(),
-                    AsyncRateLimitErrorRetryHandler(max_retry_count=2),
-                ],
+                # No rate-limit handler: its in-call sleep would hold a delivery
+                # slot; the outbox waits out Retry-After for this thread alone.
+                retry_handlers=[AsyncConnectionErrorRetryHandler()],
             )
         return self._client
 

@@ -15,6 +15,8 @@ __all__ = [
     "CancelOut",
     "CreateSession",
     "EventOut",
+    "ForkSession",
+    "ForkedFromOut",
     "Health",
     "PostTurn",
     "Problem",
@@ -40,6 +42,13 @@ class CreateSession(_Request):
     agent: str = Field(min_length=1, max_length=200)
     key: str | None = Key
     data: dict[str, Any] | None = None
+
+
+class ForkSession(_Request):
+    """``POST /sessions/{id}/fork``: copy the first ``at`` messages (None: all)."""
+
+    at: int | None = Field(default=None, ge=0)
+    key: str | None = Key
 
 
 class TurnInput(_Request):
@@ -71,6 +80,13 @@ class QuestionOut(BaseModel):
     turn_id: str | None = None
 
 
+class ForkedFromOut(BaseModel):
+    """The session a fork copied, and how many of its messages."""
+
+    session_id: str
+    at: int
+
+
 class SessionOut(BaseModel):
     """A session (``status``: idle, running, awaiting_input, ended)."""
 
@@ -82,6 +98,7 @@ class SessionOut(BaseModel):
     data: dict[str, Any]
     created_at: datetime
     parent_id: str | None = None
+    forked_from: ForkedFromOut | None = None
     ended_at: datetime | None = None
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from fastapi import APIRouter, Depends, Path, Request, Response
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from turnkit.errors import InvalidInputError, TurnNotFoundError
@@ -18,6 +18,7 @@ from turnkit.server.events import events_route
 from turnkit.server.models import (
     CancelOut,
     CreateSession,
+    ForkSession,
     Health,
     PostTurn,
     QuestionOut,
@@ -80,6 +81,38 @@ def _session_routes(router: APIRouter, app: Any) -> None:
     async def create_session(body: CreateSession, response: Response) -> SessionOut:
         """A new session of ``agent``; with ``key``, the existing one of that key (200)."""
         session, created = await app.open_session(body.agent, body.key, body.data)
+        if not created:
+            response.status_code = 200
+        return session_out(session)
+
+    @router.get("/sessions", responses=responses(422))
+    async def list_sessions(
+        agent: str | None = Query(None, description="only sessions of this agent"),
+        status: str | None = Query(
+            None, description="only sessions in this status: idle, running, awaiting_input, ended"
+        ),
+        limit: int = Query(50, description="at most this many (1 to 500)"),
+        before: str | None = Query(
+            None, description="only sessions older than this one (the last id of a page)"
+        ),
+    ) -> list[SessionOut]:
+        """Sessions, newest first; page with ``before`` = the last id of the previous page."""
+        found = await app.list_sessions(agent, status, limit, before)
+        return [session_out(session) for session in found]
+
+    @router.post(
+        "/sessions/{session_id}/fork",
+        status_code=201,
+        response_model=SessionOut,
+        responses={200: {"model": SessionOut, "description": "the existing fork of key"}}
+        | responses(400, 404, 413, 415, 422),
+    )
+    async def fork_session(
+        body: ForkSession, response: Response, session_id: str = SessionId
+    ) -> SessionOut:
+        """A new session of the same agent with a copy of the first ``at`` messages
+        (all when absent); with ``key``, the existing fork of that key (200)."""
+        session, created = await app.open_fork(session_id, body.at, body.key)
         if not created:
             response.status_code = 200
         return session_out(session)

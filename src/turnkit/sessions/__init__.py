@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from turnkit.errors import (
+    HopLimitError,
     InvalidInputError,
     SessionEndedError,
     SessionNotFoundError,
@@ -37,7 +38,15 @@ from turnkit.sessions.model.inputs import (
     ScheduleInfo,
     WebhookInfo,
 )
-from turnkit.sessions.model.records import Event, Question, QuestionOption, Receipt, Session, Turn
+from turnkit.sessions.model.records import (
+    Event,
+    ForkedFrom,
+    Question,
+    QuestionOption,
+    Receipt,
+    Session,
+    Turn,
+)
 from turnkit.sessions.render.hooks import use_current_input, use_input, use_session_data, use_tool
 from turnkit.sessions.sources.subagents import subagent
 
@@ -52,7 +61,9 @@ __all__ = [
     "Event",
     "EventInfo",
     "EventResult",
+    "ForkedFrom",
     "HeldInput",
+    "HopLimitError",
     "InvalidInputError",
     "Question",
     "QuestionOption",

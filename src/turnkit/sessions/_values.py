@@ -12,7 +12,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["cut_utf8", "dumps", "new_id", "now", "when"]
+__all__ = ["cut_utf8", "describe_error", "dumps", "new_id", "now", "storable", "when"]
 
 
 def dumps(value: Any) -> str:
@@ -40,3 +40,30 @@ def cut_utf8(text: str, limit: int) -> tuple[str, bool]:
     if len(raw) <= limit:
         return text, False
     return raw[:limit].decode("utf-8", errors="ignore"), True
+
+
+def describe_error(err: BaseException) -> str:
+    """``Type: text`` of an exception, even one whose ``str()`` raises."""
+    try:
+        text = str(err)
+    except Exception:
+        text = "(unprintable)"
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+def storable(text: str | None) -> str | None:
+    """``text`` as a database's text column takes it: U+0000 (which Postgres refuses)
+    shown as U+FFFD, and what is not valid Unicode (lone surrogates) replaced.
+
+    For text kept beside its exact form (a turn's output column; the reply
+    itself is stored as JSON, where U+0000 is escaped) and for error texts.
+    """
+    if text is None:
+        return None
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return text

@@ -27,9 +27,12 @@ from turnkit.sessions.definitions import Definitions
 from turnkit.sessions.model import checks as check
 from turnkit.sessions.model.inputs import AgentInput
 from turnkit.sessions.model.records import Event, Receipt, Session, Turn
-from turnkit.sessions.runtime.runtime import Runtime, Settings
+from turnkit.sessions.runtime.runtime import DEFAULT_MAX_HOPS, Runtime, Settings
 
-__all__ = ["App", "Extension"]
+__all__ = ["MAX_LIST", "App", "Extension"]
+
+MAX_LIST = 500
+"""The most sessions ``list_sessions`` gives at once."""
 
 
 class Extension(Protocol):
@@ -75,12 +78,17 @@ class App(Definitions):
         workers: bool = True,
         fire_schedules: bool = True,
         max_running: int = 8,
+        max_hops: int = DEFAULT_MAX_HOPS,
     ) -> None:
         if type(max_running) is not int or max_running < 1:
             raise ValueError(f"App: max_running must be an int >= 1, got {max_running!r}")
+        if type(max_hops) is not int or max_hops < 1:
+            raise ValueError(f"App: max_hops must be an int >= 1, got {max_hops!r}")
         super().__init__()
         executor = executor_id or os.environ.get("TURNKIT_EXECUTOR_ID") or "local"
-        self._settings = Settings(database_url, executor, polling_interval, workers, max_running)
+        self._settings = Settings(
+            database_url, executor, polling_interval, workers, max_running, max_hops
+        )
         self._runtime: Runtime | None = None
         self._webhooks: dict[str, Any] = {}
         self._schedules: dict[str, Any] = {}
@@ -180,6 +188,53 @@ class App(Definitions):
         agent = check.check_id(agent, "agent")
         key = check.check_key(key, "key")  # type: ignore[assignment]
         return await asyncio.to_thread(runtime.store.find_session, agent, key)
+
+    async def list_sessions(
+        self,
+        agent: str | None = None,
+        status: str | None = None,
+        limit: int = 50,
+        before: str | None = None,
+    ) -> list[Session]:
+        """Sessions, newest first: of ``agent`` and in ``status`` when given, at most
+        ``limit`` (1 to 500), older than session ``before`` (the last id of the
+        previous page) when given."""
+        from turnkit.sessions.db.session_list import list_sessions
+
+        store = self.runtime.store
+        if agent is not None and (type(agent) is not str or agent not in self.agents):
+            known = ", ".join(sorted(self.agents)) or "none"
+            raise InvalidInputError("agent", f"no agent named {agent!r}; known: {known}")
+        state = None if status is None else check.check_session_status(status)
+        if type(limit) is not int or not 1 <= limit <= MAX_LIST:
+            raise InvalidInputError("limit", f"must be an int from 1 to {MAX_LIST}, got {limit!r}")
+        if before is not None:
+            check.check_id(before, "before")
+        return await asyncio.to_thread(list_sessions, store, agent, state, limit, before)
+
+    async def fork_session(
+        self, session_id: str, at: int | None = None, key: str | None = None
+    ) -> Session:
+        """A new session of the same agent whose conversation is a copy of the first
+        ``at`` messages of this one (None: all); see :meth:`open_fork`."""
+        session, _ = await self.open_fork(session_id, at, key)
+        return session
+
+    async def open_fork(
+        self, session_id: str, at: int | None = None, key: str | None = None
+    ) -> tuple[Session, bool]:
+        """As :meth:`fork_session`, and whether the fork is new: a ``key`` that already
+        names a fork of this session (at this ``at``) gives that fork back; any other
+        session's key, an ``at`` past the end or between a tool call and its result
+        (or thinking and its reply) raise :class:`~turnkit.InvalidInputError`."""
+        from turnkit.sessions.db.forks import fork_session
+
+        store = self.runtime.store
+        source = check.check_id(session_id)
+        if at is not None and (type(at) is not int or at < 0):
+            raise InvalidInputError("at", f"must be an int >= 0 or None, got {at!r}")
+        key = check.check_key(key, "key")
+        return await asyncio.to_thread(fork_session, store, source, at, key)
 
     async def history(self, session_id: str) -> list[Message]:
         """The session's durable conversation, oldest first."""
@@ -377,6 +432,25 @@ class App(Definitions):
 
     def find_session_sync(self, agent: str, key: str) -> Session | None:
         return run_sync(self.find_session(agent, key))
+
+    def list_sessions_sync(
+        self,
+        agent: str | None = None,
+        status: str | None = None,
+        limit: int = 50,
+        before: str | None = None,
+    ) -> list[Session]:
+        return run_sync(self.list_sessions(agent, status, limit, before))
+
+    def fork_session_sync(
+        self, session_id: str, at: int | None = None, key: str | None = None
+    ) -> Session:
+        return run_sync(self.fork_session(session_id, at, key))
+
+    def open_fork_sync(
+        self, session_id: str, at: int | None = None, key: str | None = None
+    ) -> tuple[Session, bool]:
+        return run_sync(self.open_fork(session_id, at, key))
 
     def history_sync(self, session_id: str) -> list[Message]:
         return run_sync(self.history(session_id))

@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from turnkit.agent.compaction import Compaction
 from turnkit.agent.config import resolve_agent_model
 from turnkit.agent.output import OutputType
 from turnkit.errors import UnknownAgentError
@@ -29,6 +30,7 @@ class AgentDef:
     sources: tuple[Any, ...] = ()  # tool sources (MCP servers), listed before each call
     output: OutputType | None = None
     output_retries: int = 1
+    compaction: Compaction | None = None  # its model resolved (a Model) when it has one
 
 
 class Definitions:
@@ -58,12 +60,15 @@ class Definitions:
         thinking: Any = None,
         output_type: Any = None,
         output_retries: int = 1,
+        compaction: Compaction | None = None,
     ) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
         """Define an agent whose render function gives the system text of each model call.
 
         ``tools`` may hold tool sources (MCP servers) too; ``output_type`` asks
         for structured output as in :class:`~turnkit.AgentConfig` (the turn's
-        ``output_data``)."""
+        ``output_data``); ``compaction`` (a :class:`~turnkit.Compaction`)
+        summarises the older part of a long session before a model call, as a
+        recorded step (SPEC section 7, "Long sessions")."""
         if not isinstance(name, str) or not name:
             raise ValueError(f"app.agent: the name must be a non-empty string, got {name!r}")
         if type(max_turns) is not int or max_turns < 1:
@@ -87,6 +92,11 @@ class Definitions:
         if type(output_retries) is not int or output_retries < 0:
             raise ValueError(f"app.agent({name!r}): output_retries must be an int >= 0")
         output = None if output_type is None else OutputType(output_type)
+        if compaction is not None and not isinstance(compaction, Compaction):
+            raise TypeError(
+                f"app.agent({name!r}): compaction must be a turnkit.Compaction or None, "
+                f"got {compaction!r}"
+            )
 
         def define(render: Callable[[], Any]) -> Callable[[], Any]:
             if not callable(render):
@@ -94,6 +104,10 @@ class Definitions:
             if name in self.agents:
                 raise ValueError(f"app.agent: an agent named {name!r} is already defined")
             resolved = resolve_agent_model(model)
+            summarising = compaction
+            if compaction is not None and compaction.model is not None:
+                summariser = resolve_agent_model(compaction.model)
+                summarising = dataclasses.replace(compaction, model=summariser)
             self.agents[name] = AgentDef(
                 name,
                 render,
@@ -104,6 +118,7 @@ class Definitions:
                 sources,
                 output,
                 output_retries,
+                summarising,
             )
             return render
 

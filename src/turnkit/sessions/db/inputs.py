@@ -44,6 +44,7 @@ class NewInput:
         "answers",
         "describe",
         "details",
+        "hops",
         "idempotency_key",
         "payload_json",
         "source",
@@ -59,6 +60,7 @@ class NewInput:
         idempotency_key: str | None = None,
         answers: str | None = None,
         describe: str | None = None,
+        hops: int = 0,
     ) -> None:
         self.source = source
         self.text = text
@@ -67,6 +69,7 @@ class NewInput:
         self.idempotency_key = idempotency_key
         self.answers = answers
         self.describe = describe  # the text its input.received event shows, if not its own
+        self.hops = hops  # outcomes and sub-agent tasks that led here (AgentInput.hops)
 
 
 def accept_input(store: Store, session_id: str, new: NewInput) -> Receipt:
@@ -113,6 +116,7 @@ def accept(tx: Tx, session_id: str, new: NewInput) -> Receipt:
 
 def _insert(tx: Tx, session_id: str, new: NewInput, held: bool) -> tuple[str, dict[str, Any]]:
     input_id, received = new_id("in"), now()
+    details = {**new.details, "hops": new.hops} if new.hops else new.details
     tx.execute(
         t.inputs.insert().values(
             id=input_id,
@@ -121,7 +125,7 @@ def _insert(tx: Tx, session_id: str, new: NewInput, held: bool) -> tuple[str, di
             source=new.source,
             text=new.text,
             payload=new.payload_json,
-            details=dumps(new.details),
+            details=dumps(details),
             idempotency_key=new.idempotency_key,
             answers=new.answers,
             received_at=received,
@@ -129,7 +133,7 @@ def _insert(tx: Tx, session_id: str, new: NewInput, held: bool) -> tuple[str, di
         )
     )
     agent_input = {
-        **new.details,
+        **details,
         "id": input_id,
         "source": new.source,
         "text": new.text,
@@ -201,6 +205,7 @@ def _held_item(row: Any) -> dict[str, Any]:
         "received_at": when(row.received_at).isoformat(),  # type: ignore[union-attr]
         "provider_time": details.get("provider_time"),
         "source": row.source,
+        "event": details.get("event"),  # a held outcome keeps what it reports
     }
 
 

@@ -10,10 +10,10 @@ import sqlalchemy as sa
 from turnkit.sessions._values import now as wall_now
 from turnkit.sessions.db import schema as t
 from turnkit.sessions.db.store import Store
-from turnkit.sessions.model.events import ScheduleSkipped
+from turnkit.sessions.model.events import ScheduleFailed, ScheduleSkipped
 from turnkit.sessions.model.status import ACTIVE
 
-__all__ = ["claim_instant", "fired_instants", "schedule_row", "settle"]
+__all__ = ["claim_instant", "fail_instant", "fired_instants", "schedule_row", "settle"]
 
 
 def schedule_row(store: Store, schedule_id: str, now: float) -> Any:
@@ -61,6 +61,24 @@ def claim_instant(
         if busy:
             tx.emit(session_id, ScheduleSkipped(schedule_id, due.isoformat()))
         return busy
+
+
+def fail_instant(
+    store: Store, schedule_id: str, due: datetime, session_id: str, error: str
+) -> bool:
+    """Claim ``due`` as failed (its ``schedule.failed`` event in ``session_id``):
+    whether this call claimed it (False: another process had)."""
+    stamp = due.timestamp()
+    with store.write() as tx:
+        row = tx.execute(
+            sa.select(t.schedules).where(t.schedules.c.id == schedule_id).with_for_update()
+        ).one()
+        if row.pending or (row.fired_for is not None and row.fired_for >= stamp):
+            return False
+        statement = t.schedules.update().where(t.schedules.c.id == schedule_id)
+        tx.execute(statement.values(fired_for=stamp, pending=False, updated_at=wall_now()))
+        tx.emit(session_id, ScheduleFailed(schedule_id, due.isoformat(), error))
+        return True
 
 
 def _active(conn: sa.Connection, turn_id: str) -> bool:

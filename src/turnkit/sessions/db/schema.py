@@ -23,7 +23,7 @@ import sqlalchemy as sa
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "tables"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 metadata = sa.MetaData()
 
@@ -47,7 +47,9 @@ sessions = sa.Table(
     sa.Column("runner_seq", sa.Integer, nullable=False, default=0),
     # The workflow that runs this session's turns, one at a time (None: none does).
     sa.Column("runner", sa.String(100)),
+    sa.Column("forked_from", sa.Text),  # JSON {session_id, at} of a fork, else None
     sa.UniqueConstraint("agent", "key", name="uq_turnkit_sessions_agent_key"),
+    sa.Index("ix_turnkit_sessions_created", "created_at", "id"),  # newest first, paged
 )
 
 inputs = sa.Table(
@@ -104,6 +106,9 @@ messages = sa.Table(
     sa.Column("turn_id", sa.String(64), nullable=False),
     sa.Column("turn_index", sa.Integer, nullable=False),
     sa.Column("message", sa.Text, nullable=False),
+    # A compaction message stands in its place: right before this position
+    # (see db/conversation.py); None for every other message.
+    sa.Column("before_position", sa.Integer),
     sa.UniqueConstraint("turn_id", "turn_index", name="uq_turnkit_messages_turn"),
 )
 
@@ -233,19 +238,33 @@ def _session_runners(conn: sa.Connection) -> None:
     conn.execute(sa.text("ALTER TABLE turnkit_sessions ADD COLUMN runner VARCHAR(100)"))
 
 
+def _long_sessions(conn: sa.Connection) -> None:
+    """Version 3: forks name their source; compaction messages stand in their place;
+    sessions are listed newest first."""
+    conn.execute(sa.text("ALTER TABLE turnkit_sessions ADD COLUMN forked_from TEXT"))
+    conn.execute(sa.text("ALTER TABLE turnkit_messages ADD COLUMN before_position INTEGER"))
+    conn.execute(
+        sa.text("CREATE INDEX ix_turnkit_sessions_created ON turnkit_sessions (created_at, id)")
+    )
+
+
 def _unique_deliveries_and_subscriptions(conn: sa.Connection) -> None:
-    """Version 3: webhook deliveries recorded by webhook-id; subscriptions made unique
+    """Version 4: webhook deliveries recorded by webhook-id; subscriptions made unique
     (duplicates that concurrent subscribes made are removed, the first kept)."""
     metadata.create_all(conn, tables=[webhook_deliveries])
     c = subscriptions.c
     first = sa.select(sa.func.min(c.id)).group_by(c.subscriber_id, c.to_session, c.to_agent)
     conn.execute(subscriptions.delete().where(c.id.not_in(first)))
     for index in _SUBSCRIPTION_KEYS:
-        index.create(conn)
+        index.create(conn, checkfirst=True)
 
 
 # version -> the step that brings a database from version - 1 to it.
-MIGRATIONS: dict[int, Migration] = {2: _session_runners, 3: _unique_deliveries_and_subscriptions}
+MIGRATIONS: dict[int, Migration] = {
+    2: _session_runners,
+    3: _long_sessions,
+    4: _unique_deliveries_and_subscriptions,
+}
 
 
 def migrate(engine: sa.Engine) -> int:

@@ -10,8 +10,8 @@ through :mod:`.turns`.
 
 from __future__ import annotations
 
+import hashlib
 import json
-import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,16 +21,32 @@ from turnkit.messages import Message, ToolResultBlock, ToolUseBlock
 from turnkit.sessions._values import dumps
 from turnkit.sessions.db import schema as t
 from turnkit.sessions.db import turns
+from turnkit.sessions.db.conversation import Conversation, Conversations
 from turnkit.sessions.db.store import Store, Tx
-from turnkit.sessions.model.events import MessageAdded, ToolFinished, ToolStarted
+from turnkit.sessions.model.events import (
+    HistoryCompacted,
+    MessageAdded,
+    ToolFinished,
+    ToolStarted,
+)
 from turnkit.sessions.model.inputs import AgentInput
 from turnkit.sessions.model.records import Question
 from turnkit.sessions.model.status import TurnState
 from turnkit.sessions.render.present import input_message
 
-__all__ = ["HISTORY_CACHE_SESSIONS", "Claim", "Journal", "PendingWrites", "Step"]
+__all__ = ["Claim", "Journal", "PendingWrites", "Step", "compaction_key", "tool_step_key"]
 
-HISTORY_CACHE_SESSIONS = 256
+_KEY_LIMIT = 300  # the steps table's key column
+
+
+def tool_step_key(call_id: str) -> str:
+    """The step key of a tool call: ``tool:<id>``, or a digest of an id too long for
+    the column (providers bound their ids; a model's own need not be)."""
+    key = f"tool:{call_id}"
+    if len(key) <= _KEY_LIMIT and "\x00" not in call_id:
+        return key
+    digest = hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"tool#{digest}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,8 +108,7 @@ class Journal:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._history: dict[str, tuple[int, tuple[tuple[str, Message], ...]]] = {}
-        self._history_lock = threading.Lock()
+        self.conversations = Conversations()  # what a turn reads of its session's messages
 
     def claim(self, session_id: str, runner_id: str) -> Claim | None:
         """The turn runner ``runner_id`` is to run next (see :func:`.turns.claim_next`)."""
@@ -117,45 +132,26 @@ class Journal:
                 t.sessions.c.id == row.session_id
             )
         ).one()
-        stored = self._messages(tx, row.session_id)
-        # The loop replays this turn's own replies from its steps: start before them.
-        own = [m for turn_id, m in stored if turn_id == row.id]
-        history = [m for turn_id, m in stored if turn_id != row.id] + own[:1]
+        stored = self.conversations.read(tx, row.session_id)
+        if not resumed and stored.entries and stored.entries[-1].turn_id == row.id:
+            history = stored.messages  # a fresh turn: its input, just stored, is last
+        else:
+            # The loop replays this turn's own replies and compactions from its
+            # steps: start with what came before it, and its input.
+            history = tuple(
+                [s.message for s in stored.entries if s.turn_id != row.id]
+                + [s.message for s in stored.entries if s.turn_id == row.id and s.turn_index == 0]
+            )
         return Claim(
             row.id,
             row.session_id,
             session.agent,
             AgentInput.from_dict(json.loads(row.input)),
-            tuple(history),
+            history,
             json.loads(session.data),
             resumed,
             runner_id,
         )
-
-    def _messages(self, tx: Tx, session_id: str) -> tuple[tuple[str, Message], ...]:
-        """The session's stored messages with their turn ids, oldest first.
-
-        Stored messages never change, so what was read before is kept (for
-        the sessions used last) and only newer positions are read: a turn of
-        a long session does not re-read and re-validate its whole history.
-        """
-        cache = self._history
-        with self._history_lock:
-            known = cache.pop(session_id, (0, ()))
-        position, messages = known
-        rows = tx.execute(
-            sa.select(t.messages.c.position, t.messages.c.message, t.messages.c.turn_id)
-            .where(t.messages.c.session_id == session_id, t.messages.c.position > position)
-            .order_by(t.messages.c.position)
-        ).all()
-        if rows:
-            fresh = tuple((r.turn_id, Message.from_dict(json.loads(r.message))) for r in rows)
-            position, messages = rows[-1].position, messages + fresh
-        with self._history_lock:
-            cache[session_id] = (position, messages)  # last used goes last
-            while len(cache) > HISTORY_CACHE_SESSIONS:
-                cache.pop(next(iter(cache)))
-        return messages
 
     # -- steps ---------------------------------------------------------------
 
@@ -187,7 +183,9 @@ class Journal:
         with self.store.write() as tx:
             self._write(tx, session_id, turn_id, pending)
             tx.execute(
-                t.steps.insert().values(turn_id=turn_id, key=f"tool:{call.id}", status="started")
+                t.steps.insert().values(
+                    turn_id=turn_id, key=tool_step_key(call.id), status="started"
+                )
             )
             tx.emit(session_id, ToolStarted(call.id, call.name), turn_id)
 
@@ -197,7 +195,7 @@ class Journal:
         with self.store.write() as tx:
             done = t.steps.update().where(
                 t.steps.c.turn_id == turn_id,
-                t.steps.c.key == f"tool:{call.id}",
+                t.steps.c.key == tool_step_key(call.id),
                 t.steps.c.status == "started",
             )
             updated = tx.execute(done.values(status="done", result=dumps(block.to_dict())))
@@ -207,7 +205,13 @@ class Journal:
     # -- messages and the end ------------------------------------------------
 
     def _add_message(
-        self, tx: Tx, session_id: str, turn_id: str, index: int, message: Message
+        self,
+        tx: Tx,
+        session_id: str,
+        turn_id: str,
+        index: int,
+        message: Message,
+        before: int | None = None,
     ) -> None:
         exists = tx.execute(
             sa.select(t.messages.c.position).where(
@@ -224,15 +228,64 @@ class Journal:
                 turn_id=turn_id,
                 turn_index=index,
                 message=dumps(wire),
+                before_position=before,
             )
         )
         tx.emit(session_id, MessageAdded(wire), turn_id)
 
+    # -- compactions -----------------------------------------------------------
+
+    def record_compaction(
+        self,
+        claim: Claim,
+        number: int,
+        summary: dict[str, Any],
+        base: int,
+        message: Message,
+        pending: PendingWrites,
+    ) -> None:
+        """Store the turn's compaction ``number`` (its step, its message, its events)
+        in one transaction, with what the turn had buffered.
+
+        ``summary`` is what the summariser answered (the step a replay reads
+        instead of summarising again). ``base`` is the index, in the turn's
+        conversation (the claim's history, then what the turn added), of the
+        first message the summary keeps: the compaction message stands right
+        before it. Its ``turn_index`` is ``-1 - number``, apart from the
+        messages the loop produces.
+        """
+        with self.store.write() as tx:
+            if not _still_running(tx, claim):
+                return  # ended meanwhile (cancelled, the session ended): nothing more to store
+            self._write(tx, claim.session_id, claim.turn_id, pending)
+            key = compaction_key(number)
+            step = t.steps.c
+            if tx.execute(
+                sa.select(step.key).where(step.turn_id == claim.turn_id, step.key == key)
+            ).first():
+                return
+            values = {"turn_id": claim.turn_id, "key": key, "status": "done"}
+            tx.execute(t.steps.insert().values(**values, result=dumps(summary)))
+            before = _position_of(self.conversations.read(tx, claim.session_id), claim, base)
+            self._add_message(
+                tx, claim.session_id, claim.turn_id, -1 - number, message, before=before
+            )
+            metadata = message.metadata
+            event = HistoryCompacted(
+                metadata["replaced"], metadata["tokens_before"], metadata["tokens_after"]
+            )
+            tx.emit(claim.session_id, event, claim.turn_id)
+
     def finish(
-        self, claim: Claim, ending: Ending, pending: PendingWrites | None = None
+        self,
+        claim: Claim,
+        ending: Ending,
+        pending: PendingWrites | None = None,
+        claim_next: bool = True,
     ) -> Claim | None:
         """End the turn with what it produced (once), and claim the runner's next turn
-        in the same transaction: that claim, or None when the runner is done."""
+        in the same transaction: that claim, or None when the runner is done (or
+        ``claim_next`` is False: a last-resort end that writes nothing else)."""
         with self.store.write() as tx:
             if _still_running(tx, claim):
                 if pending is not None:
@@ -251,6 +304,8 @@ class Journal:
                     usage=ending.usage,
                     output_data_json=ending.output_data_json,
                 )
+            if not claim_next:
+                return None
             return self._claim_next(tx, claim.session_id, claim.runner_id)
 
     def finish_asking(
@@ -268,6 +323,25 @@ class Journal:
                 self._write(tx, claim.session_id, claim.turn_id, pending)
                 turns.end_asking(tx, claim.session_id, claim.turn_id, question, resume, data_json)
             return self._claim_next(tx, claim.session_id, claim.runner_id)
+
+
+def compaction_key(number: int) -> str:
+    """The step of a turn's compaction ``number`` (from 0): what its summariser said."""
+    return f"compaction:{number}"
+
+
+def _position_of(stored: Conversation, claim: Claim, base: int) -> int:
+    """The position of message ``base`` of the turn's conversation: of the messages
+    before the turn (as the claim has them) or of those the turn stored."""
+    own_start = len(claim.history) - 1  # the turn's input: its turn_index 0
+    if base < own_start:
+        earlier = [s for s in stored.entries if s.turn_id != claim.turn_id]
+        return earlier[base].position
+    index = base - own_start
+    for entry in stored.entries:
+        if entry.turn_id == claim.turn_id and entry.turn_index == index:
+            return entry.position
+    raise RuntimeError(f"message {index} of turn {claim.turn_id} is not stored")
 
 
 def _still_running(tx: Tx, claim: Claim) -> bool:

@@ -29,10 +29,20 @@ from turnkit.sessions.db import schema as t
 from turnkit.sessions.db.engines import Databases
 from turnkit.sessions.model.events import TURN_END_TYPES, SessionEvent
 from turnkit.sessions.model.inputs import AgentInput
-from turnkit.sessions.model.records import Event, Question, Session, Turn
+from turnkit.sessions.model.records import Event, ForkedFrom, Question, Session, Turn
 from turnkit.sessions.model.status import ACTIVE, SessionState, TurnState
 
-__all__ = ["Dispatch", "Store", "TurnEndListener", "TurnEnded", "Tx", "ended_key"]
+__all__ = [
+    "Dispatch",
+    "Store",
+    "TurnEndListener",
+    "TurnEnded",
+    "Tx",
+    "by_key",
+    "ended_key",
+    "insert_ignoring_conflict",
+    "new_session_values",
+]
 
 
 def ended_key(session_id: str) -> str:
@@ -190,44 +200,50 @@ class Store:
     ) -> tuple[Session, bool]:
         """:meth:`open_session` inside ``tx`` (a new session is rolled back with it)."""
         if key is not None:
-            found = tx.execute(_by_key(agent, key)).first()
+            found = tx.execute(by_key(agent, key)).first()
             if found is not None:
-                return self._session(tx.conn, found), False
-        values = _new_session(agent, key, data, parent_id)
+                return self.session_record(tx.conn, found), False
+        values = new_session_values(agent, key, data, parent_id)
         if key is None:
             tx.execute(t.sessions.insert().values(**values))
         else:  # Postgres: another transaction may insert the key meanwhile
-            insert = _insert_ignoring_conflict(tx.conn, values)
+            insert = insert_ignoring_conflict(tx.conn, values)
             if tx.execute(insert).first() is None:
-                return self._session(tx.conn, tx.execute(_by_key(agent, key)).one()), False
+                return self.session_record(tx.conn, tx.execute(by_key(agent, key)).one()), False
         row = tx.execute(sa.select(t.sessions).where(t.sessions.c.id == values["id"])).one()
-        return self._session(tx.conn, row), True
+        return self.session_record(tx.conn, row), True
 
     def find_session(self, agent: str, key: str) -> Session | None:
         with self.read() as conn:
-            row = conn.execute(_by_key(agent, key)).first()
-            return None if row is None else self._session(conn, row)
+            row = conn.execute(by_key(agent, key)).first()
+            return None if row is None else self.session_record(conn, row)
 
     def session(self, session_id: str) -> Session:
         with self.read() as conn:
             row = conn.execute(sa.select(t.sessions).where(t.sessions.c.id == session_id)).first()
             if row is None:
                 raise SessionNotFoundError(session_id)
-            return self._session(conn, row)
+            return self.session_record(conn, row)
 
-    def _session(self, conn: sa.Connection, row: Any) -> Session:
+    def session_record(self, conn: sa.Connection, row: Any, busy: bool | None = None) -> Session:
+        """The record of a session row; ``busy``: whether a turn is active, when known."""
         question = None if row.question is None else Question.from_dict(json.loads(row.question))
         if row.ended:
             status = SessionState.ENDED
         elif question is not None:
             status = SessionState.AWAITING_INPUT
         else:
-            busy = conn.execute(
-                sa.select(t.turns.c.id)
-                .where(t.turns.c.session_id == row.id, t.turns.c.status.in_(ACTIVE))
-                .limit(1)
-            ).first()
+            if busy is None:
+                busy = (
+                    conn.execute(
+                        sa.select(t.turns.c.id)
+                        .where(t.turns.c.session_id == row.id, t.turns.c.status.in_(ACTIVE))
+                        .limit(1)
+                    ).first()
+                    is not None
+                )
             status = SessionState.RUNNING if busy else SessionState.IDLE
+        forked = None if row.forked_from is None else ForkedFrom(**json.loads(row.forked_from))
         return Session(
             row.id,
             row.agent,
@@ -237,6 +253,7 @@ class Store:
             json.loads(row.data),
             when(row.created_at),  # type: ignore[arg-type]
             row.parent_id,
+            forked,
             when(row.ended_at),
         )
 
@@ -313,22 +330,25 @@ class Store:
         return [event_record(row) for row in rows]
 
     def history(self, session_id: str) -> tuple[Message, ...]:
+        from turnkit.sessions.db.conversation import in_order
+
         with self.read() as conn:
             rows = conn.execute(
-                sa.select(t.messages.c.message)
-                .where(t.messages.c.session_id == session_id)
-                .order_by(t.messages.c.position)
+                in_order(
+                    sa.select(t.messages.c.message).where(t.messages.c.session_id == session_id)
+                )
             ).all()
         return tuple(Message.from_dict(json.loads(row.message)) for row in rows)
 
 
-def _by_key(agent: str, key: str) -> Any:
+def by_key(agent: str, key: str) -> Any:
     return sa.select(t.sessions).where(t.sessions.c.agent == agent, t.sessions.c.key == key)
 
 
-def _new_session(
+def new_session_values(
     agent: str, key: str | None, data: dict[str, Any], parent_id: str | None
 ) -> dict[str, Any]:
+    """A new session row's values (``forked_from`` and the rest left at None)."""
     return {
         "id": new_id("ses"),
         "agent": agent,
@@ -345,7 +365,7 @@ def _new_session(
     }
 
 
-def _insert_ignoring_conflict(conn: sa.Connection, values: dict[str, Any]) -> Any:
+def insert_ignoring_conflict(conn: sa.Connection, values: dict[str, Any]) -> Any:
     if conn.dialect.name == "postgresql":
         from sqlalchemy.dialects.postgresql import insert
     else:

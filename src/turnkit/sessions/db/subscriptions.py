@@ -49,7 +49,7 @@ def unsubscribe(
     with store.write() as tx:
         _check_session(tx, subscriber_id, ended_ok=True, lock=True)
         found = [row.id for row in tx.execute(_match(subscriber_id, to_session, to_agent))]
-        if found:  # every copy: a database from before version 3 may hold several
+        if found:  # every copy: a database from before version 4 may hold several
             tx.execute(t.subscriptions.delete().where(t.subscriptions.c.id.in_(found)))
         return bool(found)
 

@@ -35,7 +35,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from turnkit.sessions._values import cut_utf8, dumps, new_id, now
+from turnkit.sessions._values import cut_utf8, dumps, new_id, now, storable
 from turnkit.sessions.db import schema as t
 from turnkit.sessions.db.store import TurnEnded, Tx
 from turnkit.sessions.model.events import (
@@ -58,6 +58,7 @@ __all__ = [
     "end_session",
     "end_turn",
     "hold_queued",
+    "input_hops",
     "queue_turn",
     "request_cancel",
     "running",
@@ -177,8 +178,9 @@ def end_turn(
 ) -> bool:
     """End an active turn (once: False when it had already ended) and tell the listeners."""
     assert status.is_terminal()
+    output = storable(output)  # a reply's U+0000 cannot go into a text column
     if error is not None:
-        error, _ = cut_utf8(error, MAX_ERROR_BYTES)
+        error, _ = cut_utf8(storable(error), MAX_ERROR_BYTES)  # type: ignore[arg-type]
     moved = _transition(
         tx,
         turn_id,
@@ -289,6 +291,12 @@ def cancel_queued(tx: Tx, session_id: str, reason: str) -> list[str]:
         else:
             running.append(turn_id)
     return running
+
+
+def input_hops(tx: Tx, turn_id: str) -> int:
+    """How many hops led to the input ``turn_id`` runs on (``AgentInput.hops``)."""
+    stored = tx.execute(sa.select(t.turns.c.input).where(t.turns.c.id == turn_id)).scalar()
+    return 0 if stored is None else int(json.loads(stored).get("hops") or 0)
 
 
 def running(tx: Tx, session_id: str) -> list[str]:

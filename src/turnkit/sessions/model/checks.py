@@ -28,6 +28,7 @@ from turnkit.messages._json import freeze_json, thaw
 from turnkit.messages._limits import MAX_INT, MIN_INT
 from turnkit.sessions._values import dumps
 from turnkit.sessions.model.inputs import SOURCES, Channel
+from turnkit.sessions.model.status import SessionState
 
 __all__ = [
     "MAX_ID_CHARS",
@@ -43,6 +44,7 @@ __all__ = [
     "check_limit",
     "check_payload",
     "check_seq",
+    "check_session_status",
     "check_source",
     "check_text",
     "check_unix_seconds",
@@ -93,6 +95,14 @@ def check_payload(value: object, limit: int = MAX_PAYLOAD_BYTES, field: str = "p
             field, f"is {size} bytes as JSON, over the limit of {limit} bytes ({limit // 1024} KiB)"
         )
     return text
+
+
+def check_session_status(value: object) -> SessionState:
+    try:
+        return SessionState(value)
+    except ValueError:
+        states = ", ".join(state.value for state in SessionState)
+        raise InvalidInputError("status", f"must be one of {states}; got {value!r}") from None
 
 
 def check_source(value: object) -> str:

@@ -16,9 +16,12 @@ __all__ = [
     "EVENT_TYPES",
     "TURN_END_TYPES",
     "ChannelDeliveryFailed",
+    "HistoryCompacted",
     "InputReceived",
+    "InputRefused",
     "MessageAdded",
     "QuestionAsked",
+    "ScheduleFailed",
     "ScheduleSkipped",
     "SessionEvent",
     "ToolFinished",
@@ -140,6 +143,17 @@ class ScheduleSkipped(SessionEvent):
 
 
 @dataclass(frozen=True, slots=True)
+class ScheduleFailed(SessionEvent):
+    """A schedule's instant could not fire: ``error`` says why (its ``session_key``
+    raised, say). Recorded in the schedule's own session, ``schedule:<id>``."""
+
+    type: ClassVar[str] = "schedule.failed"
+    schedule_id: str
+    scheduled_for: str
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
 class ChannelDeliveryFailed(SessionEvent):
     """A reply could not be posted to the session's channel, for good."""
 
@@ -149,6 +163,38 @@ class ChannelDeliveryFailed(SessionEvent):
     error: str
     attempts: int
     posts_made: int  # posts of the reply made before giving up
+
+
+@dataclass(frozen=True, slots=True)
+class InputRefused(SessionEvent):
+    """Inputs this session would have sent were not created: the chain of turn
+    outcomes and sub-agent tasks they belong to reached the App's ``max_hops``.
+
+    ``source`` is ``"event"`` (this turn's outcome, for its subscribers) or
+    ``"subagent"`` (a task for a child session); ``hops`` is what the input
+    would have counted, ``to_sessions`` where it would have gone.
+    """
+
+    type: ClassVar[str] = "input.refused"
+    source: str
+    to_sessions: list[str]
+    hops: int
+    limit: int
+    to_agent: str | None = None  # a sub-agent task's agent (its session was not made)
+    reason: str = "max_hops"
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryCompacted(SessionEvent):
+    """The older part of the conversation was summarised into one ``compaction``
+    message (the ``message`` event just before this one): ``replaced`` is how many
+    messages it stands for, ``tokens_before`` / ``tokens_after`` the estimates of
+    what the model sees without and with it."""
+
+    type: ClassVar[str] = "history.compacted"
+    replaced: int
+    tokens_before: int
+    tokens_after: int
 
 
 EVENT_TYPES: dict[str, type[SessionEvent]] = {
@@ -164,7 +210,10 @@ EVENT_TYPES: dict[str, type[SessionEvent]] = {
         TurnFailed,
         TurnCancelled,
         ScheduleSkipped,
+        ScheduleFailed,
         ChannelDeliveryFailed,
+        InputRefused,
+        HistoryCompacted,
     )
 }
 TURN_END_TYPES: frozenset[str] = frozenset(

@@ -95,10 +95,11 @@ class HeldInput(_Record):
     received_at: datetime
     provider_time: datetime | None
     source: InputSource
+    event: EventInfo | None = None  # a held ``event`` input: the outcome it carries
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> HeldInput:
-        channel = data.get("channel")
+        channel, event = data.get("channel"), data.get("event")
         return cls(
             data.get("text"),
             freeze_json(data.get("payload")),
@@ -106,6 +107,7 @@ class HeldInput(_Record):
             _time(data["received_at"]),  # type: ignore[arg-type]
             _time(data.get("provider_time")),
             data["source"],
+            None if event is None else EventInfo.from_dict(event),
         )
 
 
@@ -172,7 +174,9 @@ class AgentInput(_Record):
     no text); ``answer`` and ``steering`` are set when the input answers a
     question the session asked; ``channel``, ``event``, ``schedule`` and
     ``webhook`` say more about where it came from. ``payload`` is deeply
-    frozen JSON.
+    frozen JSON. ``hops`` counts the turn outcomes and sub-agent tasks that
+    led to this input (0 for one from outside: a person, a channel, a
+    webhook, a schedule); the App refuses inputs past its ``max_hops``.
     """
 
     source: InputSource
@@ -187,6 +191,7 @@ class AgentInput(_Record):
     received_at: datetime | None = None
     provider_time: datetime | None = None
     id: str | None = None
+    hops: int = 0
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AgentInput:

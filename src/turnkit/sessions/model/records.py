@@ -15,6 +15,7 @@ from turnkit.sessions.model.status import TERMINAL
 __all__ = [
     "Event",
     "EventType",
+    "ForkedFrom",
     "Question",
     "QuestionOption",
     "Receipt",
@@ -72,13 +73,23 @@ class Question:
 
 
 @dataclass(frozen=True, slots=True)
+class ForkedFrom:
+    """Where a fork began: its source session and how many of its messages it copied."""
+
+    session_id: str
+    at: int
+
+
+@dataclass(frozen=True, slots=True)
 class Session:
     """A durable conversation with one agent.
 
     ``status`` is ``idle`` (nothing to do), ``running`` (a turn is queued or
     running), ``awaiting_input`` (a question is open) or ``ended``. ``data``
     is the JSON the renders keep with ``use_session_data()``. ``parent_id``
-    links a sub-agent's session to the session that started it.
+    links a sub-agent's session to the session that started it;
+    ``forked_from`` says which session a fork copied and where
+    (``app.fork_session``).
     """
 
     id: str
@@ -89,6 +100,7 @@ class Session:
     data: dict[str, Any]
     created_at: datetime
     parent_id: str | None = None
+    forked_from: ForkedFrom | None = None
     ended_at: datetime | None = None
 
 

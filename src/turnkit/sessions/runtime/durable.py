@@ -3,22 +3,24 @@
 A :class:`Model` around the agent's model, as the orchestrator's metered
 model is, so the one agent loop needs no hook for durability. Before every
 model call it runs the agent's render (its return value is that call's
-system text; ``use_tool`` adds tools), then answers from the turn's
-recorded step if there is one (a replay after a crash), else calls the real
-model and buffers the reply as a step, written with the turn's next write.
+system text; ``use_tool`` adds tools; a sync render runs in a worker
+thread), then answers from the turn's recorded step if there is one (a
+replay after a crash), else calls the real model and buffers the reply as
+a step, written with the turn's next write.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from turnkit._sync import maybe_await
+from turnkit._sync import call_sync_or_async
 from turnkit.errors import TurnkitError
 from turnkit.messages import Message
 from turnkit.providers.base import Model, ModelRequest, ModelResponse, Usage
+from turnkit.sessions._values import describe_error
 from turnkit.sessions.db.steps import Claim, Journal, PendingWrites
 from turnkit.sessions.model.records import Question
 from turnkit.sessions.render.hooks import RenderScope, current_scope
@@ -51,19 +53,23 @@ class DurableModel(Model):
         pending: PendingWrites,
     ) -> None:
         self.provider, self.name = agent.model.provider, agent.model.name
+        self.context_window = agent.model.context_window  # what compaction must fit in
         self._agent, self._claim, self._data = agent, claim, data
         self._resolve_tool, self._journal, self._pending = resolve_tool, journal, pending
         self.tools: dict[str, Tool] = dict(agent.tools)
         self._calls = 0
         self.asked: Question | None = None  # set when the model calls ask
         self.ask_call: str | None = None
+        # Awaited first in each call (the turn's compaction stores what the loop made).
+        self.before_call: Callable[[], Awaitable[None]] | None = None
 
     async def _render(self) -> tuple[str | None, tuple[Any, ...]]:
         agent = self._agent
         scope = RenderScope(self._claim.input, self._data, self._resolve_tool)
         token = current_scope.set(scope)
         try:
-            system = await maybe_await(agent.render())
+            # A sync render runs off the loop: a slow one stalls no other session.
+            system = await call_sync_or_async(agent.render)
         except Exception as err:
             raise RenderError(
                 f"render of agent {agent.name!r} raised {describe_error(err)}"
@@ -94,6 +100,8 @@ class DurableModel(Model):
     async def request(self, request: ModelRequest) -> ModelResponse:
         if self.asked is not None:
             raise Asked(self.asked.id)
+        if self.before_call is not None:
+            await self.before_call()
         system, specs = await self._render()
         # Tools the loop itself added (structured output's) stay; the rest come from the render.
         added = tuple(spec for spec in request.tools if spec.name not in self._agent.tools)
@@ -107,15 +115,6 @@ class DurableModel(Model):
         response = await self._agent.model.request(request)
         self._pending.steps.append((key, _response_dict(response)))
         return response
-
-
-def describe_error(err: BaseException) -> str:
-    """``Type: text`` of an exception, even one whose ``str()`` raises."""
-    try:
-        text = str(err)
-    except Exception:
-        text = "(unprintable)"
-    return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
 def _response_dict(response: ModelResponse) -> dict[str, Any]:

@@ -1,11 +1,18 @@
 """Wake-ups for ``wait`` and ``follow``: no sleeping poll where a notification will do.
 
-Writes made by this process notify at once (the store calls
+Waiting is per session: ``with notifier.watching(key) as watch`` keeps that
+key's change counter while someone follows it, and drops it when the last
+follower leaves, so the state held is bounded by the sessions being
+followed, not by every session ever seen.
+
+Writes made by this process notify their sessions at once (the store calls
 :meth:`Notifier.notify` after each commit). Writes made by another process
 on the same database are seen by a watcher thread, which runs only while
-someone waits: on SQLite it reads ``PRAGMA data_version`` (a counter that
-changes when another connection commits, one cheap call), on Postgres the
-newest event id. Waiters on any event loop or thread are woken.
+someone waits or listens: a cheap change token (on SQLite ``PRAGMA
+data_version``, on Postgres the newest event id and the count of running
+turns asked to stop), and when it moves and someone waits, the sessions
+whose events are new (:class:`ChangeFeed`): a commit wakes the followers
+of the sessions it changed, not every follower of every session.
 """
 
 from __future__ import annotations
@@ -13,80 +20,180 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 
 import sqlalchemy as sa
 
-__all__ = ["Notifier"]
+__all__ = ["ChangeFeed", "Notifier", "Watch"]
 
 WATCH_INTERVAL_S = 0.05
+GAP_WAIT_S = 10.0  # how long an event id skipped by a concurrent commit is looked for
+MAX_GAPS = 1000
 
 
-class Notifier:
-    """A change counter that waiters on any event loop can await."""
+class _Key:
+    __slots__ = ("refs", "version", "waiters")
 
-    def __init__(self, probe: Callable[[], object] | None = None) -> None:
-        self._lock = threading.Lock()
-        # session id -> waiters on it: a commit wakes only those of its sessions.
-        self._waiters: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
-        self._probe = probe
-        self._watcher: threading.Thread | None = None
-        self._stop = threading.Event()
-        self._listeners: list[Callable[[], None]] = []
-        self._all = 0  # bumped by changes whose sessions are unknown (another process)
-        self._versions: dict[str, int] = {}
+    def __init__(self) -> None:
+        self.refs = 0
+        self.version = 0
+        self.waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
 
-    def version(self, session_id: str) -> tuple[int, int]:
-        """A token that changes whenever ``session_id`` may have changed."""
-        return self._all, self._versions.get(session_id, 0)
 
-    def notify(self, sessions: set[str] | None = None) -> None:
-        """These sessions changed (None: any may have): wake their waiters."""
-        with self._lock:
-            if sessions is None:
-                self._all += 1
-                woken = [w for group in self._waiters.values() for w in group]
-                self._waiters = {}
-            else:
-                woken = []
-                for session_id in sessions:
-                    self._versions[session_id] = self._versions.get(session_id, 0) + 1
-                    woken.extend(self._waiters.pop(session_id, ()))
-        for loop, event in woken:
-            with contextlib.suppress(RuntimeError):  # a closed loop: its waiter is gone
-                loop.call_soon_threadsafe(event.set)
-        if sessions is None:  # own changes need no listener: this process made them
-            for listener in list(self._listeners):
-                listener()
+class Watch:
+    """One follower's hold on a key: its version, and a wait for it to change."""
 
-    def on_change(self, listener: Callable[[], None]) -> None:
-        """Call ``listener()`` (from the watcher thread) after changes by other processes."""
-        self._listeners.append(listener)
-        self._ensure_watcher()
+    __slots__ = ("_key", "_notifier", "key")
 
-    async def wait(self, session_id: str, seen: tuple[int, int], timeout: float | None) -> None:
-        """Return once ``version(session_id)`` differs from ``seen``, or after ``timeout`` s."""
+    def __init__(self, notifier: Notifier, key: str, state: _Key) -> None:
+        self._notifier, self.key, self._key = notifier, key, state
+
+    def version(self) -> tuple[int, int]:
+        """A token that changes whenever the key may have changed."""
+        return self._notifier._all, self._key.version
+
+    async def wait(self, seen: tuple[int, int], timeout: float | None) -> None:
+        """Return once :meth:`version` differs from ``seen``, or after ``timeout`` s."""
+        notifier, state = self._notifier, self._key
         event = asyncio.Event()
         entry = (asyncio.get_running_loop(), event)
-        with self._lock:
-            if self.version(session_id) != seen:
+        with notifier._lock:
+            if self.version() != seen:
                 return
-            self._waiters.setdefault(session_id, set()).add(entry)
-        self._ensure_watcher()
+            state.waiters.add(entry)
+        notifier._ensure_watcher()
         try:
             await asyncio.wait_for(event.wait(), timeout)
         except TimeoutError:
             pass
         finally:
+            with notifier._lock:
+                state.waiters.discard(entry)
+
+
+class ChangeFeed:
+    """What other connections committed: a cheap token, and the sessions with new events.
+
+    Event ids come from one sequence, so "new" is "above the last id seen".
+    On Postgres two transactions may commit out of id order; an id skipped
+    that way is looked for again for :data:`GAP_WAIT_S` (a rolled-back
+    insert leaves a gap that never fills).
+    """
+
+    def __init__(self, engine: sa.Engine, token: Callable[[], object], sqlite: bool) -> None:
+        from turnkit.sessions.db import schema as t
+
+        self._engine, self.token, self._sqlite = engine, token, sqlite
+        self._events = t.events
+        self._last = self._max_id()
+        self._gaps: dict[int, float] = {}
+
+    def _max_id(self) -> int:
+        with self._engine.connect() as conn:
+            return conn.execute(sa.select(sa.func.max(self._events.c.id))).scalar() or 0
+
+    @property
+    def pending(self) -> bool:
+        """Whether skipped ids are still looked for (the token cannot show them)."""
+        return bool(self._gaps)
+
+    def skip(self) -> set[str]:
+        """Nobody follows any session: take what was committed as seen."""
+        self._last, self._gaps = self._max_id(), {}
+        return set()
+
+    def sessions(self) -> set[str]:
+        """The sessions whose events committed since the last call."""
+        events = self._events
+        newer = events.c.id > self._last
+        if self._gaps:
+            newer = sa.or_(newer, events.c.id.in_(list(self._gaps)))
+        with self._engine.connect() as conn:
+            rows = conn.execute(sa.select(events.c.id, events.c.session_id).where(newer)).all()
+        if not rows:
+            return set()
+        found = {row.id for row in rows}
+        for event_id in found:
+            self._gaps.pop(event_id, None)
+        top = max(found)
+        if not self._sqlite and top > self._last:
+            seen_at = time.monotonic()
+            for event_id in range(self._last + 1, min(top, self._last + MAX_GAPS + 1)):
+                if event_id not in found:
+                    self._gaps[event_id] = seen_at
+        self._last = max(self._last, top)
+        cutoff = time.monotonic() - GAP_WAIT_S
+        self._gaps = {i: at for i, at in list(self._gaps.items())[-MAX_GAPS:] if at > cutoff}
+        return {row.session_id for row in rows}
+
+
+class Notifier:
+    """Change counters per followed key that waiters on any event loop can await."""
+
+    def __init__(
+        self,
+        feed: ChangeFeed | None = None,
+        keys_of: Callable[[str], tuple[str, ...]] = lambda session_id: (session_id,),
+    ) -> None:
+        self._lock = threading.Lock()
+        self._keys: dict[str, _Key] = {}  # followed keys only
+        self._feed = feed
+        self._keys_of = keys_of  # the keys a session's change wakes
+        self._watcher: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._listeners: list[Callable[[], None]] = []
+        self._all = 0  # bumped by changes whose sessions are unknown
+
+    @contextlib.contextmanager
+    def watching(self, key: str) -> Iterator[Watch]:
+        """Follow ``key`` for the block: changes to it bump its version."""
+        with self._lock:
+            state = self._keys.get(key)
+            if state is None:
+                state = self._keys[key] = _Key()
+            state.refs += 1
+        try:
+            yield Watch(self, key, state)
+        finally:
             with self._lock:
-                group = self._waiters.get(session_id)
-                if group is not None:
-                    group.discard(entry)
-                    if not group:
-                        del self._waiters[session_id]
+                state.refs -= 1
+                if state.refs == 0 and self._keys.get(key) is state:
+                    del self._keys[key]
+
+    @property
+    def followed(self) -> int:
+        """How many keys someone follows now (the state this notifier holds)."""
+        return len(self._keys)
+
+    def notify(self, keys: set[str] | None = None) -> None:
+        """These keys changed (None: any may have): wake their waiters."""
+        woken = []
+        with self._lock:
+            if keys is None:
+                self._all += 1
+                for state in self._keys.values():
+                    woken.extend(state.waiters)
+                    state.waiters.clear()
+            else:
+                for key in keys:
+                    state = self._keys.get(key)
+                    if state is None:
+                        continue  # nobody follows it: nothing to keep
+                    state.version += 1
+                    woken.extend(state.waiters)
+                    state.waiters.clear()
+        for loop, event in woken:
+            with contextlib.suppress(RuntimeError):  # a closed loop: its waiter is gone
+                loop.call_soon_threadsafe(event.set)
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` (from the watcher thread) after changes by other connections."""
+        self._listeners.append(listener)
+        self._ensure_watcher()
 
     def _ensure_watcher(self) -> None:
-        if self._probe is None or self._stop.is_set():
+        if self._feed is None or self._stop.is_set():
             return
         with self._lock:
             if self._watcher is not None and self._watcher.is_alive():
@@ -95,22 +202,27 @@ class Notifier:
             self._watcher.start()
 
     def _watch(self) -> None:
-        assert self._probe is not None
-        last = self._probe()
+        feed = self._feed
+        assert feed is not None
+        last = feed.token()
         while not self._stop.wait(WATCH_INTERVAL_S):
             with self._lock:
-                idle = not self._waiters and not self._listeners
-            if idle:
-                with self._lock:
+                following = bool(self._keys)
+                if not following and not self._listeners:
                     self._watcher = None
-                return
+                    return
             try:
-                seen = self._probe()
+                seen = feed.token()
+                if seen == last and not feed.pending:
+                    continue
+                last = seen
+                changed = feed.sessions() if following else feed.skip()
             except sa.exc.SQLAlchemyError:
                 continue
-            if seen != last:
-                last = seen
-                self.notify(None)
+            if changed:
+                self.notify({key for session in changed for key in self._keys_of(session)})
+            for listener in list(self._listeners):
+                listener()
 
     def close(self) -> None:
         self._stop.set()
@@ -120,11 +232,11 @@ class Notifier:
         self.notify(None)
 
 
-def sqlite_probe(engine: sa.Engine) -> Callable[[], object]:
+def sqlite_token(engine: sa.Engine) -> Callable[[], object]:
     """``PRAGMA data_version`` on one held connection: changes on others' commits."""
     conn = engine.raw_connection()
 
-    def probe() -> object:
+    def token() -> object:
         cursor = conn.cursor()
         try:
             cursor.execute("PRAGMA data_version")
@@ -132,10 +244,10 @@ def sqlite_probe(engine: sa.Engine) -> Callable[[], object]:
         finally:
             cursor.close()
 
-    return probe
+    return token
 
 
-def postgres_probe(engine: sa.Engine) -> Callable[[], object]:
+def postgres_token(engine: sa.Engine) -> Callable[[], object]:
     """The newest event id and the running turns asked to stop, in one query."""
     from turnkit.sessions.db import schema as t
 
@@ -147,8 +259,13 @@ def postgres_probe(engine: sa.Engine) -> Callable[[], object]:
     )
     query = sa.select(sa.func.max(t.events.c.id), asked)
 
-    def probe() -> object:
+    def token() -> object:
         with engine.connect() as conn:
             return tuple(conn.execute(query).one())
 
-    return probe
+    return token
+
+
+def change_feed(engine: sa.Engine, sqlite: bool) -> ChangeFeed:
+    token = sqlite_token(engine) if sqlite else postgres_token(engine)
+    return ChangeFeed(engine, token, sqlite)

@@ -8,6 +8,13 @@ started (``tool.started``) before it runs and its result after
 by a crash: it gets an error result, or runs again when its tool is
 ``idempotent``. Messages are stored as the loop produces them, keyed by
 their place in the turn, so the replay after a crash stores none twice.
+
+Every turn ends. Whatever happens inside one (an exception of any kind, a
+``CancelledError`` nobody asked for, a value the database refuses), the
+worker ends it ``failed`` with a reason and an error, in a last write that
+carries nothing but that: the session goes on with its next input. Only a
+process that is stopping leaves a turn running, to resume at the next start.
+A turn's end, once begun, is written whole even if a cancel lands meanwhile.
 """
 
 from __future__ import annotations
@@ -15,18 +22,23 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import logging
 import threading
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from turnkit.agent.loop import RunState, Turns
+from turnkit.errors import InvalidInputError
 from turnkit.messages import Message, ToolResultBlock, ToolUseBlock, validate_blocks
 from turnkit.messages._json import thaw
 from turnkit.sessions._values import dumps
-from turnkit.sessions.db.steps import Claim, Ending, Journal, PendingWrites
+from turnkit.sessions.db.steps import Claim, Ending, Journal, PendingWrites, tool_step_key
+from turnkit.sessions.model.checks import check_payload
 from turnkit.sessions.model.status import TurnState
 from turnkit.sessions.render.ask import ASK, ask_tool, question_for
-from turnkit.sessions.runtime.durable import DurableModel, RenderError
+from turnkit.sessions.runtime.compacting import TurnCompaction
+from turnkit.sessions.runtime.conversions import KeptConversions
+from turnkit.sessions.runtime.durable import DurableModel, RenderError, describe_error
 from turnkit.sessions.sources.subagents import ToolCallScope, current_call
 from turnkit.tools import ToolInputError, execute_tool_call
 
@@ -36,6 +48,38 @@ if TYPE_CHECKING:
 __all__ = ["TurnExecution", "TurnWorker"]
 
 Delegate = Callable[..., Awaitable[str]]
+log = logging.getLogger("turnkit.sessions")
+
+# A turn's last-resort end is retried while the database cannot take it (it is down):
+# the session goes on as soon as it can.
+END_RETRY_FIRST_S = 0.5
+END_RETRY_MAX_S = 30.0
+
+
+def _stopping() -> bool:
+    """Whether the running task was cancelled by someone (the process stopping)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+async def _settle(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` in a worker thread, awaited to its end even through a cancel:
+    a turn's end is written whole or not at all, and its caller learns which.
+    A cancel that landed meanwhile is raised again afterwards."""
+    future = asyncio.ensure_future(asyncio.to_thread(fn, *args))
+    cancelled = False
+    while True:
+        try:
+            result = await asyncio.shield(future)
+            break
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():
+                result = future.result()
+                break
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
+    return result
 
 
 class TurnExecution:
@@ -48,6 +92,11 @@ class TurnExecution:
         self.pending = PendingWrites()
         resolve = worker.definitions.tool_resolver(agent)
         self.model = DurableModel(agent, claim, self.data, resolve, self.journal, self.pending)
+        self.compacting = TurnCompaction.of(
+            agent, claim, self.journal, self.pending, lambda: self.model.asked is not None
+        )
+        if self.compacting is not None:  # what the loop compacted is stored before the call
+            self.model.before_call = self.compacting.store_new
         self.index = 0  # messages produced so far (the input is 0)
         self.held_results: list[ToolResultBlock] = []  # other results, held with a question
 
@@ -63,8 +112,12 @@ class TurnExecution:
             run_tool=self._run_tool,
             output=self.agent.output,
             output_retries=self.agent.output_retries,
+            compaction=None if self.compacting is None else self.compacting.settings,
+            conversion=self.worker.conversions.of(self.claim.session_id),
         )
         state = RunState(self.claim.turn_id, self.claim.history)
+        if self.compacting is not None:
+            self.compacting.watch(state)
         try:
             async for event in turns.run(self.model, state, streaming=True):
                 if event.type == "message":
@@ -72,8 +125,9 @@ class TurnExecution:
         except asyncio.CancelledError:
             reason = self.worker.cancel_reason(self.claim.turn_id)
             if reason is None:
-                raise  # the process is stopping: the turn resumes at the next start
+                raise  # stopping (or nobody's cancel: the worker fails the turn)
             asyncio.current_task().uncancel()  # type: ignore[union-attr]
+            self.worker.ending(self.claim.turn_id)
             return await self._cancelled(state, reason)
         self.worker.ending(self.claim.turn_id)  # a cancel from now on would cut the end short
         return await self._finish(state.result())
@@ -91,28 +145,31 @@ class TurnExecution:
     def _write(self, fn: Callable[..., Any], *args: Any) -> Awaitable[Any]:
         return asyncio.to_thread(fn, *args)
 
+    def _end(self, fn: Callable[..., Any], *args: Any) -> Awaitable[Any]:
+        return _settle(fn, *args)
+
     async def _cancelled(self, state: RunState, reason: str) -> Claim | None:
         settled = state.settled()
         for index, message in enumerate(settled[self.index :], start=self.index + 1):
             self.pending.messages.append((index, message))
         ending = Ending(TurnState.CANCELLED, reason=reason)
-        return await self._write(self.journal.finish, self.claim, ending, self.pending.take())
+        return await self._end(self.journal.finish, self.claim, ending, self.pending.take())
 
     async def _finish(self, result: Any) -> Claim | None:
         claim, model = self.claim, self.model
-        try:
-            data_json = dumps(self.data)
-        except (TypeError, ValueError) as err:
-            error = f"use_session_data(): the session data is not JSON: {err}"
+        try:  # checked as create_session checks it: JSON, bounded in depth and size
+            data_json = check_payload(self.data, field="use_session_data()")
+        except (InvalidInputError, TypeError, ValueError) as err:
+            error = f"the session data cannot be saved: {err}"
             ending = Ending(TurnState.FAILED, error=error, reason="invalid_session_data")
-            return await self._write(self.journal.finish, claim, ending, self.pending.take())
+            return await self._end(self.journal.finish, claim, ending, self.pending.take())
         if model.asked is not None:
             resume = {
                 "call_id": model.ask_call,
                 "results": [block.to_dict() for block in self.held_results],
             }
             pending = self.pending.take()
-            return await self._write(
+            return await self._end(
                 self.journal.finish_asking, claim, model.asked, resume, data_json, pending
             )
         if result.success:
@@ -131,7 +188,7 @@ class TurnExecution:
                 usage=dataclasses.asdict(result.usage),
                 data_json=data_json,
             )
-        return await self._write(self.journal.finish, claim, ending, self.pending.take())
+        return await self._end(self.journal.finish, claim, ending, self.pending.take())
 
     async def _run_tool(self, call: ToolUseBlock, tools: Any) -> ToolResultBlock:
         claim, journal = self.claim, self.journal
@@ -139,7 +196,7 @@ class TurnExecution:
             return self._ask(call)
         step = None
         if claim.resumed:
-            step = await asyncio.to_thread(journal.step, claim.turn_id, f"tool:{call.id}")
+            step = await asyncio.to_thread(journal.step, claim.turn_id, tool_step_key(call.id))
         if step is not None and step.status == "done":
             return validate_blocks([step.result])[0]  # type: ignore[return-value]
         if step is not None:  # started before a crash, never finished
@@ -151,10 +208,18 @@ class TurnExecution:
         else:
             pending = self.pending.take()
             await self._write(journal.start_tool, claim.session_id, claim.turn_id, call, pending)
-        scope = ToolCallScope(self.worker.delegate, claim.session_id, claim.turn_id, call.id)
+        scope = ToolCallScope(
+            self.worker.delegate, claim.session_id, claim.turn_id, call.id, claim.input.hops
+        )
         token = current_call.set(scope)
         try:
             block = await execute_tool_call(call, tools)
+        except asyncio.CancelledError:
+            if _stopping() or self.worker.cancel_reason(claim.turn_id) is not None:
+                raise
+            # The tool's own (it re-raised a cancellation of a task it awaited):
+            # a failed call like any other, not the end of the turn.
+            block = ToolResultBlock(call.id, _cancelled_itself(call.name), is_error=True)
         finally:
             current_call.reset(token)
         await self._write(journal.finish_tool, claim.session_id, claim.turn_id, call, block)
@@ -178,6 +243,7 @@ class TurnWorker:
         self.journal = journal
         self.definitions = definitions  # the agents, and what use_tool(name) offers
         self.delegate = delegate  # what a subagent tool call does (Runtime.delegate)
+        self.conversions = KeptConversions()  # each session's, from one turn to the next
         self._tasks: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = {}
         self._cancel_reasons: dict[str, str] = {}
         self._ending: set[str] = set()  # turns writing their end: past cancelling
@@ -221,9 +287,35 @@ class TurnWorker:
         Each turn's end claims the next one in the same transaction, so a busy
         session costs no extra write between its turns.
         """
-        claim = await asyncio.to_thread(self.journal.claim, session_id, runner_id)
+        claim = await _retrying(
+            f"claim the next turn of {session_id}", self.journal.claim, session_id, runner_id
+        )
         while claim is not None:
             claim = await self._run_turn(claim)
+
+    async def _fail(self, claim: Claim, err: BaseException) -> Claim | None:
+        """End ``claim`` ``failed`` after ``err`` escaped it; the runner's next claim.
+
+        First with what the turn produced; if the database refuses that, with
+        nothing but the failure (a write that cannot fail for the same
+        cause), retried while the database is unreachable.
+        """
+        log.error("turnkit: turn %s failed inside turnkit", claim.turn_id, exc_info=err)
+        error = f"the turn stopped on an unexpected {describe_error(err)}"
+        ending = Ending(TurnState.FAILED, error=error, reason="internal_error")
+        self.ending(claim.turn_id)
+        try:
+            return await _settle(self.journal.finish, claim, ending)
+        except Exception as first:  # the end itself was refused: say so, and keep it bare
+            error = f"{error}; writing the turn's end failed too: {describe_error(first)}"
+            bare = Ending(TurnState.FAILED, error=error, reason="storage_error")
+        await _retrying(f"end turn {claim.turn_id}", self.journal.finish, claim, bare, None, False)
+        return await _retrying(
+            f"claim the next turn of {claim.session_id}",
+            self.journal.claim,
+            claim.session_id,
+            claim.runner_id,
+        )
 
     async def _run_turn(self, claim: Claim) -> Claim | None:
         task = asyncio.current_task()
@@ -237,11 +329,30 @@ class TurnWorker:
                 ending = Ending(TurnState.FAILED, error=error, reason="unknown_agent")
                 return await asyncio.to_thread(self.journal.finish, claim, ending)
             return await TurnExecution(self, claim, agent).run()
+        except BaseException as err:
+            if isinstance(err, (KeyboardInterrupt, SystemExit)) or (
+                isinstance(err, asyncio.CancelledError) and _stopping()
+            ):
+                raise  # the process is stopping: the turn resumes at the next start
+            return await self._fail(claim, err)
         finally:
             with self._lock:
                 self._tasks.pop(claim.turn_id, None)
                 self._cancel_reasons.pop(claim.turn_id, None)
                 self._ending.discard(claim.turn_id)
+
+
+async def _retrying(what: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` off the loop, retried with a growing pause while it raises
+    (the database is unreachable): a session's runner outlasts an outage."""
+    delay = END_RETRY_FIRST_S
+    while True:
+        try:
+            return await _settle(fn, *args)
+        except Exception as err:
+            log.warning("turnkit: cannot %s yet (retrying in %.1f s): %s", what, delay, err)
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, END_RETRY_MAX_S)
 
 
 def _interrupted(name: str) -> str:
@@ -251,9 +362,16 @@ def _interrupted(name: str) -> str:
     )
 
 
+def _cancelled_itself(name: str) -> str:
+    return (
+        f"Tool {name} raised CancelledError although the turn was not cancelled "
+        "(a task it awaited was cancelled); it is treated as a failed call."
+    )
+
+
 def _reason(result: Any) -> str:
-    if result.stop_reason == "max_turns":
-        return "max_turns"
+    if result.stop_reason in ("max_turns", "context_too_long"):
+        return result.stop_reason
     if isinstance(result.exception, RenderError):
         return "render_error"
     if result.exception is not None:

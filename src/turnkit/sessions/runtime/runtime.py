@@ -13,14 +13,16 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from turnkit.errors import HopLimitError
 from turnkit.sessions.db import schema, turns
 from turnkit.sessions.db.engines import Databases, resolve_url
 from turnkit.sessions.db.inputs import NewInput, accept_input
 from turnkit.sessions.db.steps import Journal
 from turnkit.sessions.db.store import Store, TurnEndListener, ended_key
+from turnkit.sessions.model.events import InputRefused
 from turnkit.sessions.model.records import Event, Receipt, Session, Turn
 from turnkit.sessions.runtime.dispatch import Dispatcher
-from turnkit.sessions.runtime.notify import Notifier, postgres_probe, sqlite_probe
+from turnkit.sessions.runtime.notify import Notifier, change_feed
 from turnkit.sessions.runtime.runner import TurnWorker
 from turnkit.sessions.sources.subscriptions import SubscriptionFanOut
 
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["Runtime", "Settings"]
 
 FOLLOW_RECHECK_S = 5.0
+DEFAULT_MAX_HOPS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +45,7 @@ class Settings:
     polling_interval: float
     workers: bool
     max_running: int
+    max_hops: int = DEFAULT_MAX_HOPS  # turn outcomes and sub-agent tasks in one chain
 
 
 class Runtime:
@@ -64,14 +68,15 @@ class Runtime:
             schema.migrate(databases.write)
             read = databases.read
             self.notifier = Notifier(
-                sqlite_probe(read) if databases.sqlite else postgres_probe(read)
+                change_feed(read, databases.sqlite),
+                lambda session_id: (session_id, ended_key(session_id)),
             )
             s = self.settings
             self.dispatcher = Dispatcher(
                 databases, s.executor_id, s.polling_interval, s.max_running
             )
             self.store = Store(databases, self.dispatcher, self.notifier.notify)
-            self.store.listeners = [SubscriptionFanOut(), *self._listeners]
+            self.store.listeners = [SubscriptionFanOut(s.max_hops), *self._listeners]
             self.journal = Journal(self.store)
             self.worker = TurnWorker(self.journal, self.definitions, self.delegate)
             self.dispatcher.launch(self.worker.run_session if s.workers else None)
@@ -138,35 +143,37 @@ class Runtime:
     async def wait_turn(self, turn_id: str, timeout: float | None) -> Turn:
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
-        key = None  # woken only when a turn of its session ends
-        while True:
-            seen = self.notifier.version(key or "")
-            status, found = await asyncio.to_thread(self.store.turn_status, turn_id)
-            if status.is_terminal():
-                return await asyncio.to_thread(self.store.turn, turn_id)
-            if key is None:  # now the session is known: wait on it
-                key = ended_key(found)
-                continue
-            left = None if deadline is None else deadline - loop.time()
-            if left is not None and left <= 0:
-                raise TimeoutError(f"turn {turn_id!r} is still {status} after {timeout} s")
-            await self.notifier.wait(key, seen, left)
+        status, session_id = await asyncio.to_thread(self.store.turn_status, turn_id)
+        if status.is_terminal():
+            return await asyncio.to_thread(self.store.turn, turn_id)
+        # Woken only when a turn of its session ends.
+        with self.notifier.watching(ended_key(session_id)) as watch:
+            while True:
+                seen = watch.version()
+                status, _ = await asyncio.to_thread(self.store.turn_status, turn_id)
+                if status.is_terminal():
+                    return await asyncio.to_thread(self.store.turn, turn_id)
+                left = None if deadline is None else deadline - loop.time()
+                if left is not None and left <= 0:
+                    raise TimeoutError(f"turn {turn_id!r} is still {status} after {timeout} s")
+                await watch.wait(seen, left)
 
     async def follow(self, session_id: str, after: int) -> AsyncIterator[Event]:
-        while True:
-            seen = self.notifier.version(session_id)
-            events = await asyncio.to_thread(self.store.events, session_id, after, 500)
-            for event in events:
-                yield event
-                after = event.seq
-            if events:
-                continue
-            _, ended = await asyncio.to_thread(self.store.session_agent, session_id)
-            if ended and not await asyncio.to_thread(self.store.running_turns, session_id):
-                if not await asyncio.to_thread(self.store.events, session_id, after, 1):
-                    return
-                continue
-            await self.notifier.wait(session_id, seen, FOLLOW_RECHECK_S)
+        with self.notifier.watching(session_id) as watch:
+            while True:
+                seen = watch.version()
+                events = await asyncio.to_thread(self.store.events, session_id, after, 500)
+                for event in events:
+                    yield event
+                    after = event.seq
+                if events:
+                    continue
+                _, ended = await asyncio.to_thread(self.store.session_agent, session_id)
+                if ended and not await asyncio.to_thread(self.store.running_turns, session_id):
+                    if not await asyncio.to_thread(self.store.events, session_id, after, 1):
+                        return
+                    continue
+                await watch.wait(seen, FOLLOW_RECHECK_S)
 
     # -- sub-agents ------------------------------------------------------------
 
@@ -180,7 +187,13 @@ class Runtime:
 
         self.definitions.agent_named(agent)
         text, payload_json = check.check_text(task, "task"), check.check_payload(payload)
-        new = NewInput("subagent", text, payload_json, {}, idempotency_key="subagent-task")
+        hops = scope.hops + 1
+        if hops > self.settings.max_hops:
+            await asyncio.to_thread(self._refuse_task, scope, agent, hops)
+            raise HopLimitError(f"a task for agent {agent!r}", hops, self.settings.max_hops)
+        new = NewInput(
+            "subagent", text, payload_json, {}, idempotency_key="subagent-task", hops=hops
+        )
         key = f"subagent:{scope.turn_id}:{scope.call_id}"
         child, _ = await asyncio.to_thread(self.open_session, agent, key, {}, scope.session_id)
         if not wait:  # before the task is sent: no outcome can come before it
@@ -190,3 +203,8 @@ class Runtime:
             return started(child.id, receipt.turn_id)
         turn = await self.wait_turn(receipt.turn_id or "", None)
         return child_result(turn)
+
+    def _refuse_task(self, scope: ToolCallScope, agent: str, hops: int) -> None:
+        refused = InputRefused("subagent", [], hops, self.settings.max_hops, to_agent=agent)
+        with self.store.write() as tx:
+            tx.emit(scope.session_id, refused, scope.turn_id)

@@ -29,9 +29,11 @@ from typing import TYPE_CHECKING, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from turnkit.errors import InvalidInputError, SessionEndedError, UnknownAgentError
+from turnkit.sessions._values import cut_utf8, describe_error, storable
 from turnkit.sessions._values import now as wall_now
 from turnkit.sessions.db import schedules as rows
 from turnkit.sessions.db.inputs import NewInput
+from turnkit.sessions.db.turns import MAX_ERROR_BYTES
 from turnkit.sessions.model import checks as check
 from turnkit.sessions.model.inputs import ScheduleInfo
 
@@ -76,13 +78,16 @@ class ScheduleFire:
 
     ``status``: ``fired`` (an input was stored: ``input_id``, ``turn_id``),
     ``skipped`` (``overlap="skip"`` and the previous fire's turn was queued or
-    running: a ``schedule.skipped`` event was written) or ``session_ended``
-    (the schedule's session was ended; nothing was stored).
+    running: a ``schedule.skipped`` event was written), ``session_ended``
+    (the schedule's session was ended; nothing was stored) or ``failed``
+    (its ``session_key`` raised or returned a bad key: a ``schedule.failed``
+    event in the schedule's own session ``schedule:<id>`` says why, and the
+    instant counts as done).
     """
 
     schedule_id: str
     scheduled_for: datetime
-    status: Literal["fired", "skipped", "session_ended"]
+    status: Literal["fired", "skipped", "session_ended", "failed"]
     session_id: str
     input_id: str | None = None
     turn_id: str | None = None
@@ -255,7 +260,11 @@ def _run_one(runtime: Runtime, defn: ScheduleDef, now: float) -> list[ScheduleFi
     due = latest_instant(defn, lower, now)
     if due is None:
         return [fire for fire in fires if fire is not None]
-    session_id = _session_for(runtime, defn, due)
+    try:
+        session_id = _session_for(runtime, defn, due)
+    except Exception as err:  # the user's session_key: its failure is this schedule's alone
+        fires.append(_failed(runtime, defn, due, err))
+        return [fire for fire in fires if fire is not None]
     skipped = rows.claim_instant(store, defn.id, defn.overlap, due, session_id)
     if skipped is None:
         return [fire for fire in fires if fire is not None]  # another process claimed it
@@ -276,6 +285,19 @@ def _session_for(runtime: Runtime, defn: ScheduleDef, due: datetime) -> str:
             raise InvalidInputError("session_key", "returned None; return the session's key")
     session, _ = runtime.open_session(defn.agent, key, {})
     return session.id
+
+
+def _failed(
+    runtime: Runtime, defn: ScheduleDef, due: datetime, err: Exception
+) -> ScheduleFire | None:
+    """Record that ``due`` could not fire, in the schedule's own session; None when
+    another process claimed the instant first."""
+    log.warning("schedule %r could not fire for %s: %s", defn.id, due, err)
+    error, _ = cut_utf8(storable(describe_error(err)) or "", MAX_ERROR_BYTES)
+    session, _ = runtime.open_session(defn.agent, f"schedule:{defn.id}", {})
+    if not rows.fail_instant(runtime.store, defn.id, due, session.id, error):
+        return None
+    return ScheduleFire(defn.id, due, "failed", session.id)
 
 
 def _complete(

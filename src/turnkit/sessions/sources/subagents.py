@@ -45,6 +45,7 @@ class ToolCallScope:
     session_id: str
     turn_id: str
     call_id: str
+    hops: int = 0  # of the calling turn's input: a child's task counts one more
 
 
 current_call: ContextVar[ToolCallScope | None] = ContextVar("turnkit_tool_call", default=None)

@@ -8,6 +8,13 @@ listener), with the terminal event's id as its idempotency key: none lost,
 none duplicated, also across kill -9. The input is routed like any other:
 queued in order while the subscriber is busy, held while it waits on a
 question. A session is never told of its own turns.
+
+Chains are bounded: an outcome's inputs count one hop more than the input
+of the turn that produced it (``AgentInput.hops``, stored with the input,
+so the count holds across processes and restarts). Past the App's
+``max_hops`` no input is created, and the ending session records an
+``input.refused`` event instead: two sessions subscribed to each other stop
+after ``max_hops`` turns, not never.
 """
 
 from __future__ import annotations
@@ -20,6 +27,8 @@ from turnkit.sessions._values import now
 from turnkit.sessions.db.inputs import NewInput, accept
 from turnkit.sessions.db.store import TurnEnded, Tx
 from turnkit.sessions.db.subscriptions import subscribe, subscribers_of, unsubscribe
+from turnkit.sessions.db.turns import input_hops
+from turnkit.sessions.model.events import InputRefused
 from turnkit.sessions.model.inputs import EventInfo, EventResult
 from turnkit.sessions.render.present import describe_event
 
@@ -29,9 +38,17 @@ __all__ = ["SubscriptionFanOut", "subscribe", "unsubscribe"]
 class SubscriptionFanOut:
     """In the ending turn's transaction: one input per subscriber of the outcome."""
 
+    def __init__(self, max_hops: int) -> None:
+        self.max_hops = max_hops
+
     def turn_ended(self, tx: Tx, ended: TurnEnded) -> None:
         subscribers = subscribers_of(tx, ended.session_id, ended.agent)
         if not subscribers:
+            return
+        hops = input_hops(tx, ended.turn_id) + 1
+        if hops > self.max_hops:
+            refused = InputRefused("event", sorted(subscribers), hops, self.max_hops)
+            tx.emit(ended.session_id, refused, ended.turn_id)
             return
         event = _event_info(ended)
         for subscriber_id in subscribers:
@@ -42,6 +59,7 @@ class SubscriptionFanOut:
                 {"event": event.to_dict()},
                 idempotency_key=f"event:{event.id}",
                 describe=describe_event(event),
+                hops=hops,
             )
             with contextlib.suppress(SessionEndedError):  # an ended subscriber takes no more
                 accept(tx, subscriber_id, new)

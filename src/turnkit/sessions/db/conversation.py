@@ -1,0 +1,129 @@
+"""A session's stored conversation, in order: read once, then only what is new.
+
+Stored messages never change and every new one gets the session's next
+``position``, so what was read before is kept (for the sessions used last)
+and a turn reads only the rows above the last position it saw: a turn of a
+long session neither re-reads nor re-validates its history.
+
+Order is by position, except for a ``compaction`` message, which stands in
+its place: right before the first message it kept (``before_position``),
+although it was written later. :func:`in_order` is that order in SQL; the
+cache inserts such a message at its place when it reads it.
+
+What a transaction read is forgotten if it rolls back (it may have seen its
+own uncommitted rows).
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from turnkit.messages import Message
+from turnkit.sessions.db import schema as t
+from turnkit.sessions.db.store import Tx
+
+__all__ = ["CACHED_SESSIONS", "Conversation", "Conversations", "Stored", "in_order"]
+
+CACHED_SESSIONS = 256
+"""How many sessions' conversations a process keeps (the ones used last)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """One stored message with where it is: its row's position, the position it
+    stands before (a compaction message) and the turn that wrote it."""
+
+    position: int
+    before: int | None
+    turn_id: str
+    turn_index: int
+    message: Message
+
+    @property
+    def order(self) -> tuple[int, int, int]:
+        if self.before is None:
+            return (self.position, 1, self.position)
+        return (self.before, 0, self.position)
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    """A session's stored messages in order, and the highest position read."""
+
+    last: int
+    entries: tuple[Stored, ...]
+    messages: tuple[Message, ...]  # the entries' messages, kept to hand out without a walk
+
+
+EMPTY = Conversation(0, (), ())
+
+
+def in_order(query: Any) -> Any:
+    """``query`` on ``turnkit_messages`` ordered as the conversation is."""
+    m = t.messages.c
+    placed = sa.case((m.before_position.is_(None), 1), else_=0)
+    return query.order_by(sa.func.coalesce(m.before_position, m.position), placed, m.position)
+
+
+class Conversations:
+    """The stored conversations of the sessions used last, read incrementally."""
+
+    def __init__(self, size: int = CACHED_SESSIONS) -> None:
+        self._size = size
+        self._cache: dict[str, Conversation] = {}
+        self._lock = threading.Lock()
+
+    def read(self, tx: Tx, session_id: str) -> Conversation:
+        """The session's conversation as ``tx`` sees it (rows above the cached ones read)."""
+        with self._lock:
+            known = self._cache.pop(session_id, EMPTY)
+        rows = tx.execute(
+            sa.select(
+                t.messages.c.position,
+                t.messages.c.before_position,
+                t.messages.c.turn_id,
+                t.messages.c.turn_index,
+                t.messages.c.message,
+            )
+            .where(t.messages.c.session_id == session_id, t.messages.c.position > known.last)
+            .order_by(t.messages.c.position)
+        ).all()
+        current = _with(known, rows) if rows else known
+        tx.on_rollback(lambda: self.forget(session_id))
+        with self._lock:
+            self._cache[session_id] = current  # the last used goes last
+            while len(self._cache) > self._size:
+                self._cache.pop(next(iter(self._cache)))
+        return current
+
+    def forget(self, session_id: str) -> None:
+        with self._lock:
+            self._cache.pop(session_id, None)
+
+
+def _with(known: Conversation, rows: Any) -> Conversation:
+    """``known`` with the rows read after it (ordered by position)."""
+    fresh = [
+        Stored(
+            r.position,
+            r.before_position,
+            r.turn_id,
+            r.turn_index,
+            Message.from_dict(json.loads(r.message)),
+        )
+        for r in rows
+    ]
+    last = fresh[-1].position
+    if all(s.before is None for s in fresh):  # the usual case: each goes last
+        entries = known.entries + tuple(fresh)
+        return Conversation(last, entries, known.messages + tuple(s.message for s in fresh))
+    placed = list(known.entries)
+    for stored in fresh:
+        bisect.insort(placed, stored, key=lambda s: s.order)
+    return Conversation(last, tuple(placed), tuple(s.message for s in placed))

@@ -1,0 +1,287 @@
+"""list_sessions (newest first, filters, paging) and fork_session (boundaries, keys, copies)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+import turnkit
+from turnkit.messages import Message, TextBlock, ThinkingBlock
+from turnkit.sessions import App, ForkedFrom, InvalidInputError, SessionNotFoundError
+from turnkit.testing import ScriptedModel
+
+CALL = {
+    "role": "assistant",
+    "content": [{"type": "tool_use", "id": "call_1", "name": "lookup", "input": {"q": "a"}}],
+}
+
+
+def tool_app(db_url: str, replies: list) -> tuple[App, ScriptedModel]:
+    """An agent with one tool, and a second agent to filter by."""
+    app = App(db_url, fire_schedules=False)
+    model = ScriptedModel(replies)
+
+    @turnkit.tool
+    def lookup(q: str) -> str:
+        """Look something up."""
+        return f"found {q}"
+
+    @app.agent("helper", model=model, tools=[lookup])
+    def helper() -> str:
+        return "Help."
+
+    @app.agent("other", model=ScriptedModel(["other"] * 10))
+    def other() -> str:
+        return "Other."
+
+    return app, model
+
+
+async def talked(app: App, texts: list[str]) -> str:
+    """A helper session that ran one turn per text; its id."""
+    session = await app.create_session("helper")
+    for text in texts:
+        turn = await app.wait((await app.send(session.id, text=text)).turn_id, timeout=10)
+        assert turn.status == "completed", turn.error
+    return session.id
+
+
+# -- list_sessions ---------------------------------------------------------------
+
+
+async def test_paging_through_120_sessions_gives_each_once_newest_first(any_db_url: str) -> None:
+    app, _ = tool_app(any_db_url, [])
+    async with app:
+        created = [(await app.create_session("helper")).id for _ in range(120)]
+        pages, before = [], None
+        while True:
+            page = await app.list_sessions(limit=50, before=before)
+            if not page:
+                break
+            pages.append([s.id for s in page])
+            before = page[-1].id
+        seen = [session_id for page in pages for session_id in page]
+        assert [len(page) for page in pages] == [50, 50, 20]
+        assert seen == created[::-1]  # none missing, none twice, newest first
+        stamps = [s.created_at for s in await app.list_sessions(limit=500)]
+        assert stamps == sorted(stamps, reverse=True)
+        assert [s.id for s in app.list_sessions_sync(limit=3)] == created[:-4:-1]
+
+
+async def test_list_sessions_filters_by_agent_and_status(any_db_url: str) -> None:
+    release = asyncio.Event()
+
+    async def held(request: object) -> str:
+        await release.wait()
+        return "done"
+
+    app = App(any_db_url, fire_schedules=False)
+    ask = {
+        "role": "assistant",
+        "content": [{"type": "tool_use", "id": "a1", "name": "ask", "input": {"question": "?"}}],
+    }
+
+    @app.agent("helper", model=ScriptedModel([ask, held]))
+    def helper() -> str:
+        turnkit.use_tool("ask")
+        return "Help."
+
+    @app.agent("other", model=ScriptedModel([]))
+    def other() -> str:
+        return "Other."
+
+    async with app:
+        idle = await app.create_session("helper")
+        asking = await app.create_session("helper")
+        await app.wait((await app.send(asking.id, text="ask me")).turn_id, timeout=10)
+        running = await app.create_session("helper")
+        await app.send(running.id, text="take your time")
+        ended = await app.end_session((await app.create_session("helper")).id)
+        elsewhere = await app.create_session("other")
+
+        async def ids(**filters: object) -> list[str]:
+            return [s.id for s in await app.list_sessions(**filters)]
+
+        assert await ids(status="idle", agent="helper") == [idle.id]
+        assert await ids(status="awaiting_input") == [asking.id]
+        assert await ids(status="ended") == [ended.id]
+        assert await ids(status="idle") == [elsewhere.id, idle.id]
+        for _ in range(200):  # the held model call has started once the turn runs
+            if await ids(status="running") == [running.id]:
+                break
+            await asyncio.sleep(0.01)
+        assert await ids(status="running") == [running.id]
+        assert (await app.list_sessions(status="running"))[0].status == "running"
+        assert await ids(agent="other") == [elsewhere.id]
+        assert len(await ids(agent="helper")) == 4
+        release.set()
+
+
+@pytest.mark.parametrize(
+    ("filters", "field", "says"),
+    [
+        ({"status": "busy"}, "status", "idle, running, awaiting_input, ended"),
+        ({"status": 3}, "status", "got 3"),
+        ({"agent": "nobody"}, "agent", "known: helper, other"),
+        ({"agent": ""}, "agent", "no agent named ''"),
+        ({"limit": 0}, "limit", "from 1 to 500"),
+        ({"limit": 501}, "limit", "got 501"),
+        ({"limit": True}, "limit", "got True"),
+        ({"before": ""}, "before", "non-empty string"),
+        ({"before": "ses_missing"}, "before", "no session 'ses_missing'"),
+    ],
+)
+async def test_a_bad_list_filter_is_refused_naming_it(
+    db_url: str, filters: dict, field: str, says: str
+) -> None:
+    app, _ = tool_app(db_url, [])
+    async with app:
+        with pytest.raises(InvalidInputError, match=says) as caught:
+            await app.list_sessions(**filters)
+        assert caught.value.field == field and str(caught.value).startswith(f"{field}: ")
+
+
+# -- fork_session ------------------------------------------------------------------
+
+
+async def test_fork_at_each_kind_of_boundary(any_db_url: str) -> None:
+    # history: 0 user, 1 assistant call, 2 user result, 3 assistant, 4 user, 5 assistant
+    app, _ = tool_app(any_db_url, [CALL, "first answer", "second answer"])
+    async with app:
+        source = await talked(app, ["look it up", "thanks"])
+        history = await app.history(source)
+        assert [m.role for m in history] == ["user", "assistant"] * 3
+
+        everything = await app.fork_session(source)
+        assert everything.forked_from == ForkedFrom(source, 6) and everything.agent == "helper"
+        assert await app.history(everything.id) == history
+        empty = await app.fork_session(source, at=0)
+        assert await app.history(empty.id) == [] and empty.forked_from.at == 0
+        for at in (1, 3, 4, 5):  # before a reply, after a result, between turns, mid-exchange
+            fork = await app.fork_session(source, at=at)
+            assert await app.history(fork.id) == history[:at]
+            assert fork.forked_from == ForkedFrom(source, at) and fork.status == "idle"
+
+        with pytest.raises(InvalidInputError) as caught:
+            await app.fork_session(source, at=2)
+        assert caught.value.field == "at"
+        assert "2 would separate a tool call (message 1) from its result (message 2)" in str(
+            caught.value
+        )
+        assert await app.history(source) == history  # the source is unchanged
+
+
+async def test_fork_refuses_to_split_thinking_from_its_reply(db_url: str) -> None:
+    app, _ = tool_app(db_url, [])
+    async with app:
+        source = (await app.create_session("helper")).id
+        stored = [
+            Message.user("Why?"),
+            Message("assistant", (ThinkingBlock("let me think", signature="s"),)),
+            Message("assistant", (TextBlock("Because."),)),
+        ]
+        store_messages(app, source, stored)  # as a provider that sends thinking apart would
+        with pytest.raises(InvalidInputError, match="separate thinking \\(message 1\\) from"):
+            await app.fork_session(source, at=2)
+        assert await app.history((await app.fork_session(source, at=1)).id) == stored[:1]
+
+
+async def test_a_fork_runs_on_from_its_copy_and_leaves_the_source_alone(db_url: str) -> None:
+    app, model = tool_app(db_url, [CALL, "first answer", "from the fork"])
+    async with app:
+        source = await talked(app, ["look it up"])
+        source_events = await app.events(source)
+        fork = await app.fork_session(source, key="branch-1")
+        turn = await app.wait((await app.send(fork.id, text="and now?")).turn_id, timeout=10)
+        assert turn.output == "from the fork"
+        sent = [m.text for m in model.requests[-1].messages]
+        assert sent == ["look it up", "", "", "first answer", "and now?"]
+        assert len(await app.history(source)) == 4
+        assert [m.text for m in await app.history(fork.id)][-2:] == ["and now?", "from the fork"]
+        assert (await app.get_session(fork.id)).forked_from == ForkedFrom(source, 4)
+        assert await app.events(source) == source_events  # nothing new there
+        assert not [e for e in await app.events(fork.id) if e.turn_id != turn.id]
+
+
+async def test_a_fork_key_gives_the_same_fork_again_and_no_other_session(db_url: str) -> None:
+    app, _ = tool_app(db_url, ["one", "two"])
+    async with app:
+        source = await talked(app, ["a"])
+        other = await talked(app, ["b"])
+        fork, created = await app.open_fork(source, at=2, key="k")
+        again, created_again = await app.open_fork(source, at=2, key="k")
+        assert created and not created_again and again.id == fork.id
+        assert (await app.fork_session(source, key="k")).id == fork.id  # at=None: any at
+        taken = await app.create_session("helper", key="taken")
+        for session_id, at, key in [(source, 1, "k"), (other, None, "k"), (source, 2, "taken")]:
+            with pytest.raises(InvalidInputError, match="already names session") as caught:
+                await app.fork_session(session_id, at=at, key=key)
+            assert caught.value.field == "key"
+        assert taken.forked_from is None
+        assert len(await app.list_sessions(agent="helper")) == 4  # no fork was added
+
+
+async def test_fork_refuses_bad_arguments_and_unknown_sessions(db_url: str) -> None:
+    app, _ = tool_app(db_url, ["one"])
+    async with app:
+        source = await talked(app, ["a"])
+        with pytest.raises(SessionNotFoundError):
+            await app.fork_session("ses_missing")
+        for at, says in [(3, "is 3, but session .* has 2 messages"), (-1, ">= 0"), (True, "True")]:
+            with pytest.raises(InvalidInputError, match=says) as caught:
+                await app.fork_session(source, at=at)
+            assert caught.value.field == "at"
+        with pytest.raises(InvalidInputError) as caught:
+            await app.fork_session(source, key="")
+        assert caught.value.field == "key"
+        with pytest.raises(InvalidInputError) as caught:
+            await app.fork_session("")
+        assert caught.value.field == "session_id"
+        assert len(await app.list_sessions()) == 1
+        assert app.fork_session_sync(source, 2).forked_from == ForkedFrom(source, 2)
+
+
+async def test_a_version_2_database_is_upgraded_in_place(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    app, _ = tool_app(url, ["one"])
+    async with app:
+        source = await talked(app, ["a"])
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:  # back to what version 2 wrote
+        conn.exec_driver_sql("DROP INDEX ix_turnkit_sessions_created")
+        conn.exec_driver_sql("ALTER TABLE turnkit_sessions DROP COLUMN forked_from")
+        conn.exec_driver_sql("ALTER TABLE turnkit_messages DROP COLUMN before_position")
+        conn.exec_driver_sql("UPDATE turnkit_meta SET value = '2' WHERE key = 'schema_version'")
+    engine.dispose()
+    app, _ = tool_app(url, [])
+    async with app:
+        assert [m.text for m in await app.history(source)] == ["a", "one"]
+        fork = await app.fork_session(source)
+        assert [s.id for s in await app.list_sessions()] == [fork.id, source]
+    with sa.create_engine(url).connect() as conn:
+        version = conn.exec_driver_sql(
+            "SELECT value FROM turnkit_meta WHERE key = 'schema_version'"
+        ).scalar()
+    assert version == "4"  # and on through every later version
+
+
+def store_messages(app: App, session_id: str, messages: list[Message]) -> None:
+    """Messages stored in a session as a turn stores them (for shapes no scripted turn makes)."""
+    import json
+
+    from turnkit.sessions.db import schema as t
+
+    with app.runtime.store.write() as tx:
+        for index, message in enumerate(messages):
+            tx.execute(
+                t.messages.insert().values(
+                    session_id=session_id,
+                    position=tx.bump(session_id, "message_seq"),
+                    turn_id="imported",
+                    turn_index=index,
+                    message=json.dumps(message.to_dict()),
+                )
+            )
