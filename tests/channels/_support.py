@@ -27,7 +27,13 @@ def slack_signature(secret: str, timestamp: str, body: bytes) -> str:
 def slack_request(
     envelope: dict[str, Any], secret: str = SLACK_SECRET, at: float | None = None, **extra: str
 ) -> tuple[dict[str, str], bytes]:
-    body = json.dumps(envelope).encode()
+    return slack_signed(json.dumps(envelope).encode(), secret, at, **extra)
+
+
+def slack_signed(
+    body: bytes, secret: str = SLACK_SECRET, at: float | None = None, **extra: str
+) -> tuple[dict[str, str], bytes]:
+    """Any body, signed as Slack signs (so malformed bodies can be signed too)."""
     timestamp = str(int(time.time() if at is None else at))
     headers = {
         "Content-Type": "application/json",
@@ -68,7 +74,11 @@ def linear_request(
 ) -> tuple[dict[str, str], bytes]:
     """A delivery signed as Linear signs: hex HMAC-SHA256 of the raw body."""
     stamped = payload | {"webhookTimestamp": int((time.time() + skew_s) * 1000)}
-    body = json.dumps(stamped).encode()
+    return linear_signed(json.dumps(stamped).encode(), secret)
+
+
+def linear_signed(body: bytes, secret: str = LINEAR_SECRET) -> tuple[dict[str, str], bytes]:
+    """Any body, signed as Linear signs (so malformed bodies can be signed too)."""
     signature = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
     return {"content-type": "application/json", "linear-signature": signature}, body
 

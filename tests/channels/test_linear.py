@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,6 +24,7 @@ from ._support import (
     linear_created,
     linear_prompted,
     linear_request,
+    linear_signed,
     tampered,
 )
 
@@ -270,7 +273,10 @@ async def test_a_personal_key_is_sent_bare_and_a_wrong_token_is_recorded(db_url:
         assert fake.activities == []
 
 
-async def test_malformed_webhooks_are_400_naming_the_field(db_url: str) -> None:
+async def test_malformed_webhooks_are_dropped_with_a_200_naming_the_field(
+    db_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Linear retries anything but a 200, and a retry of this body fails the same way
     with FakeLinear() as fake:
         app, _ = linear_app(db_url, fake, [])
         async with app:
@@ -279,10 +285,81 @@ async def test_malformed_webhooks_are_400_naming_the_field(db_url: str) -> None:
             empty_prompt = linear_prompted("   ", "act-1")
             answers = [await deliver(app, p) for p in (no_session, empty_prompt)]
             other = await deliver(app, {"type": "Issue", "action": "create"})
-        assert [a.status for a in answers] == [400, 400]
-        assert "agentSession" in answers[0].body["detail"]
-        assert "agentActivity.content.body" in answers[1].body["detail"]
+        assert [a.status for a in answers] == [200, 200]
+        assert [a.body["ok"] for a in answers] == [False, False]
+        assert "agentSession" in answers[0].body["dropped"]
+        assert "agentActivity.content.body" in answers[1].body["dropped"]
+        assert "agentActivity.content.body" in caplog.text  # the reason is logged
         assert other.status == 200 and other.body["ignored"] == "type 'Issue'"
+        assert count_rows(db_url, "turnkit_sessions") == 0
+
+
+def _stamped(payload: dict[str, Any], stamp: str | None = None, **raw: str) -> bytes:
+    """``payload`` as JSON with a fresh webhookTimestamp (or ``stamp``, raw JSON text) and
+    more fields written as raw JSON text."""
+    fields = {"webhookTimestamp": stamp or str(int(time.time() * 1000)), **raw}
+    extra = "".join(f', "{name}": {text}' for name, text in fields.items())
+    return json.dumps(payload)[:-1].encode() + extra.encode() + b"}"
+
+
+async def test_signed_webhooks_that_cannot_be_read_are_dropped_and_store_nothing(
+    db_url: str,
+) -> None:
+    created, long_id = linear_created(), "a" * 495
+    no_comments = dict(created)
+    del no_comments["previousComments"]
+    bodies = {
+        "huge integer": (_stamped(created, count="7" * 5000), "count: not plain data"),
+        "huge timestamp": (_stamped(created, "9" * 5000), "webhookTimestamp: not plain data"),
+        "NaN timestamp": (_stamped(created, "NaN"), "NaN is not JSON"),
+        "deep nesting": (_stamped(created, x="[" * 100_000 + "]" * 100_000), "nested too deeply"),
+        "previousComments: 5": (
+            _stamped(no_comments, previousComments="5"),
+            "previousComments: must be a list",
+        ),
+        "495-char activity id": (
+            _stamped(linear_prompted("go", long_id)),
+            "agentActivity.id: is 495 characters long; at most 200",
+        ),
+        "495-char session id": (_stamped(linear_created(long_id)), "agentSession.id"),
+        "NUL in the prompt": (_stamped(linear_prompted("a\x00", "act-1")), "U+0000"),
+    }
+    with FakeLinear(sessions=("as-1",)) as fake:
+        app, _ = linear_app(db_url, fake, [])
+        async with app:
+            answers = {
+                name: await app.handle_channel("linear", *linear_signed(body))
+                for name, (body, _) in bodies.items()
+            }
+            stale = await app.handle_channel("linear", *linear_signed(_stamped(created, "1e18")))
+    for name, (_, why) in bodies.items():
+        answer = answers[name]
+        assert (answer.status, answer.body["ok"]) == (200, False), (name, answer)
+        assert why in answer.body["dropped"], (name, answer.body)
+    assert stale.status == 401  # a number, but not a time near now
+    for table in ("turnkit_sessions", "turnkit_inputs", "turnkit_channel_outbox"):
+        assert count_rows(db_url, table) == 0, table
+    assert fake.requests == []
+
+
+async def test_concurrent_copies_of_created_open_one_session_with_one_turn(
+    any_db_url: str,
+) -> None:
+    with FakeLinear(sessions=("as-1",)) as fake:
+        app, _ = linear_app(any_db_url, fake, ["Only once."])
+        async with app:
+            headers, body = linear_request(linear_created())
+            answers = await asyncio.gather(
+                *(app.handle_channel("linear", headers, body) for _ in range(8))
+            )
+            assert [a.status for a in answers] == [200] * 8, answers
+            assert sum(not a.body["duplicate"] for a in answers) == 1
+            (session_id,) = {a.body["session_id"] for a in answers}
+            await next_event(app, session_id, "turn.completed")
+            await asyncio.to_thread(contents, fake, 2)
+            kinds = [e.type for e in await app.events(session_id)]
+        assert kinds.count("input.received") == 1 and kinds.count("turn.started") == 1
+        assert [a.content["type"] for a in fake.activities] == ["thought", "response"]
 
 
 async def test_a_session_started_by_automation_has_no_user_and_no_comment(db_url: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,6 +29,7 @@ from ._support import (
     slack_event,
     slack_request,
     slack_signature,
+    slack_signed,
     tampered,
 )
 
@@ -81,7 +83,7 @@ def test_the_documented_example_signature_is_what_the_handler_checks() -> None:
     headers = {"X-Slack-Request-Timestamp": "1531420618", "X-Slack-Signature": expected}
     signed = SlackChannel("helper", SLACK_SECRET, "xoxb-1", clock=Frozen(1531420618 + 300))
     answer = asyncio.run(signed.handle(None, headers, body))
-    assert answer.status == 400 and "not JSON" in answer.body["detail"]  # signature accepted
+    assert answer.status == 400 and "not valid JSON" in answer.body["detail"]  # signature accepted
     stale = SlackChannel("helper", SLACK_SECRET, "xoxb-1", clock=Frozen(1531420618 + 301))
     assert asyncio.run(stale.handle(None, headers, body)).status == 401
 
@@ -306,4 +308,49 @@ async def test_a_malformed_event_is_400_naming_the_field(db_url: str) -> None:
             no_channel = await deliver(app, slack_event(mention("hi", "1.1") | {"channel": 5}))
         assert answer.status == 400 and "event.ts" in answer.body["detail"]
         assert no_channel.status == 400 and "event.channel" in no_channel.body["detail"]
+        assert answer.headers == {"X-Slack-No-Retry": "1"}  # a retry would be refused too
         assert count_rows(db_url, "turnkit_inputs") == 0
+
+
+def _with_raw(envelope: dict[str, Any], name: str, raw: str) -> bytes:
+    """The envelope as JSON with one more field, written as raw JSON text."""
+    return json.dumps(envelope)[:-1].encode() + f', "{name}": {raw}}}'.encode()
+
+
+async def test_signed_events_that_cannot_be_read_are_400_naming_the_field(db_url: str) -> None:
+    good = slack_event(mention(f"<@{BOT}> hi", "1700000100.000200"))
+    bodies = {
+        "huge integer": (_with_raw(good, "event_time", "7" * 5000), "event_time"),
+        "deep nesting": (_with_raw(good, "x", "[" * 100_000 + "]" * 100_000), "nested too deeply"),
+        "NaN": (_with_raw(good, "event_time", "NaN"), "NaN is not JSON"),
+        "far-future ts": (
+            json.dumps(slack_event(mention("hi", "999999999999.000100"))).encode(),
+            "event.ts: is 999999999999.0001, not a time from 1970 to 9999",
+        ),
+        "far-future thread": (
+            json.dumps(slack_event(mention("hi", "1.1", thread_ts="999999999999"))).encode(),
+            "event.thread_ts",
+        ),
+        "authorizations: 5": (json.dumps(good | {"authorizations": 5}).encode(), "authorizations"),
+        "NUL in text": (json.dumps(slack_event(mention("a\x00b", "1.2"))).encode(), "event.text"),
+        "495-char channel": (
+            json.dumps(slack_event(mention("hi", "1.3", channel="C" * 495))).encode(),
+            "event.channel: is 495 characters long; at most 200",
+        ),
+        "495-char team": (json.dumps(good | {"team_id": "T" * 495}).encode(), "team_id"),
+    }
+    with FakeSlack() as fake:
+        app, _ = slack_app(db_url, fake, [])
+        async with app:
+            answers = {
+                name: await app.handle_channel("slack", *slack_signed(body))
+                for name, (body, _) in bodies.items()
+            }
+    for name, (_, field) in bodies.items():
+        answer = answers[name]
+        assert answer.status == 400, (name, answer)
+        assert answer.media_type == "application/problem+json"
+        assert field in answer.body["detail"], (name, answer.body)
+        assert answer.headers == {"X-Slack-No-Retry": "1"}
+    assert count_rows(db_url, "turnkit_sessions") == 0
+    assert count_rows(db_url, "turnkit_inputs") == 0

@@ -11,9 +11,12 @@ from typing import Any
 import pytest
 import uvicorn
 
+from sessions.conftest import any_db_url, postgres_admin_url, postgres_url
 from turnkit.server import create_app
 from turnkit.sessions import App
 from turnkit.testing import ScriptedModel
+
+__all__ = ["any_db_url", "postgres_admin_url", "postgres_url"]  # Postgres, as sessions tests get it
 
 API_KEY = "test-key-0123456789"
 

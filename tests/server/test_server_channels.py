@@ -16,9 +16,11 @@ from channels._support import (
     linear_created,
     linear_prompted,
     linear_request,
+    linear_signed,
     mention,
     slack_event,
     slack_request,
+    slack_signed,
 )
 from fakes.linear import FakeLinear
 from fakes.slack import FakeSlack
@@ -114,3 +116,26 @@ def test_channel_routes_need_no_api_key_but_a_missing_channel_is_404(db_url: str
         answer = post(base, "/channels/slack/events", slack_request({"type": "url_verification"}))
     assert answer.status_code == 404
     assert answer.json()["detail"] == "no 'slack' channel is configured on this App"
+
+
+def test_signed_bodies_that_cannot_be_read_are_refused_as_each_provider_retries(
+    db_url: str,
+) -> None:
+    deep = b"[" * 100_000 + b"]" * 100_000
+    with FakeSlack() as slack, FakeLinear() as linear:
+        app = channel_app(db_url, [], slack, linear)
+        with serving(app) as base:
+            slack_answer = post(base, "/channels/slack/events", slack_signed(deep))
+            linear_answer = post(base, "/channels/linear/webhook", linear_signed(deep))
+    # Slack: a 400 problem, and no retries (Slack honours X-Slack-No-Retry)
+    assert slack_answer.status_code == 400
+    assert slack_answer.headers["content-type"] == "application/problem+json"
+    assert slack_answer.headers["x-slack-no-retry"] == "1"
+    assert "nested too deeply" in slack_answer.json()["detail"]
+    # Linear retries anything but a 200: dropped with a 200 that says why
+    assert linear_answer.status_code == 200
+    assert linear_answer.json() == {
+        "ok": False,
+        "dropped": "body: is nested too deeply to be read as JSON",
+    }
+    assert count_rows(db_url, "turnkit_inputs") == 0

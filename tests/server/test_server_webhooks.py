@@ -83,6 +83,18 @@ def test_webhook_deliveries_over_http(db_url: str, auth: dict) -> None:
             assert schedule["last_fired_for"] is None
 
 
+def test_signed_bodies_that_cannot_be_read_are_problems_naming_the_place(db_url: str) -> None:
+    with serving(hooked_app(db_url)) as base:
+        huge = deliver(base, b'{"n": ' + b"7" * 5000 + b"}", "msg_1")
+        deep = deliver(base, b"[" * 100_000 + b"]" * 100_000, "msg_2")
+        nan = deliver(base, b'{"n": NaN}', "msg_3")
+    assert huge.status_code == 422 and huge.json()["detail"].startswith("body.n: not plain data")
+    assert deep.status_code == 400 and "nested too deeply" in deep.json()["detail"]
+    assert nan.status_code == 400 and "NaN is not JSON" in nan.json()["detail"]
+    for answer in (huge, deep, nan):
+        assert answer.headers["content-type"] == "application/problem+json"
+
+
 def test_turnkit_worker_runs_the_turns_another_process_sends(tmp_path: Path) -> None:
     env = {**os.environ, "WORKER_TEST_DB": f"sqlite:///{tmp_path / 'w.db'}", "ROLE": "worker"}
     command = [sys.executable, "-m", "turnkit", "worker", str(HERE / "worker_app.py")]

@@ -49,6 +49,10 @@ BAD_SENDS = [
     ({"text": "hi", "channel": {"provider": "irc"}}, InvalidInputError, "channel.provider"),
     ({"text": "hi", "channel": {"nope": 1}}, InvalidInputError, "channel"),
     ({"text": "hi", "answers": 3}, InvalidInputError, "answers"),
+    # what Postgres cannot store is refused on SQLite too
+    ({"text": "a\x00"}, InvalidInputError, r"text: holds U\+0000 \(NUL\) at character 1"),
+    ({"text": "hi", "idempotency_key": "\x00"}, InvalidInputError, "idempotency_key: holds U"),
+    ({"text": "hi", "answers": "q" * 65}, InvalidInputError, "answers: is 65 characters long"),
 ]
 
 

@@ -178,6 +178,72 @@ async def test_subscriptions_are_checked_and_can_be_removed(db_url: str) -> None
         assert [e.type for e in await app.events(one.id)] == []
 
 
+async def test_concurrent_subscribes_make_one_subscription_that_unsubscribe_ends(
+    any_db_url: str,
+) -> None:
+    import asyncio
+
+    app = App(any_db_url)
+
+    @app.agent("a", model=ScriptedModel(["x"] * 3))
+    def a() -> str:
+        return ""
+
+    async with app:
+        one, two = await app.create_session("a"), await app.create_session("a")
+        ids = await asyncio.gather(
+            *(app.subscribe(one.id, to_session=two.id) for _ in range(8)),
+            *(app.subscribe(one.id, to_agent="a") for _ in range(8)),
+        )
+        assert len(set(ids[:8])) == 1 and len(set(ids[8:])) == 1
+        assert await app.unsubscribe(one.id, to_session=two.id) is True
+        assert await app.unsubscribe(one.id, to_agent="a") is True
+        await app.wait((await app.send(two.id, text="hi")).turn_id, timeout=10)
+        assert [e.type for e in await app.events(one.id)] == []  # no outcome arrives
+
+
+async def test_upgrading_to_schema_4_removes_duplicate_subscriptions(any_db_url: str) -> None:
+    import sqlalchemy as sa
+
+    from turnkit.sessions.db import schema
+    from turnkit.sessions.db.engines import Databases
+
+    app = App(any_db_url)
+    app.agent("a", model=ScriptedModel([]))(lambda: "")
+    async with app:
+        one, two = await app.create_session("a"), await app.create_session("a")
+    databases = Databases(any_db_url)
+    try:
+        with databases.write.begin() as conn:  # back to version 3, with duplicates
+            conn.execute(sa.text("DROP INDEX uq_turnkit_subs_to_session"))
+            conn.execute(sa.text("DROP INDEX uq_turnkit_subs_to_agent"))
+            conn.execute(sa.text("DROP TABLE turnkit_webhook_deliveries"))
+            conn.execute(sa.text("UPDATE turnkit_meta SET value = '3'"))
+            for n, target in enumerate([two.id, two.id, None, None]):
+                conn.execute(
+                    schema.subscriptions.insert().values(
+                        id=f"sub_{n}",
+                        subscriber_id=one.id,
+                        to_session=target,
+                        to_agent=None if target else "a",
+                        created_at=0.0,
+                    )
+                )
+        assert schema.migrate(databases.write) == 4
+        with databases.read.begin() as conn:
+            rows = conn.execute(sa.select(schema.subscriptions.c.id)).scalars().all()
+            assert sorted(rows) == ["sub_0", "sub_2"]
+            assert conn.execute(sa.select(schema.webhook_deliveries)).all() == []
+        with pytest.raises(sa.exc.IntegrityError), databases.write.begin() as conn:
+            conn.execute(
+                schema.subscriptions.insert().values(
+                    id="sub_9", subscriber_id=one.id, to_session=two.id, created_at=0.0
+                )
+            )
+    finally:
+        databases.dispose()
+
+
 def delegating_app(db_url: str, parent_replies: list, child_replies: list, wait: bool) -> App:
     app = App(db_url)
     research = turnkit.subagent("researcher", "Find facts about a topic.", wait=wait)

@@ -265,7 +265,7 @@ async def test_a_version_2_database_is_upgraded_in_place(tmp_path: Path) -> None
         version = conn.exec_driver_sql(
             "SELECT value FROM turnkit_meta WHERE key = 'schema_version'"
         ).scalar()
-    assert version == "3"
+    assert version == "4"  # and on through every later version
 
 
 def store_messages(app: App, session_id: str, messages: list[Message]) -> None:

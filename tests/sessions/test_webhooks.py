@@ -235,3 +235,45 @@ async def test_a_delivery_to_an_ended_session_is_refused_but_its_replay_is_not(
         with pytest.raises(SessionEndedError):
             await app.deliver_webhook("github", signed(body, "m2"), body)
         assert await count_inputs(app) == 1
+
+
+async def test_a_webhook_id_replayed_with_another_body_goes_where_the_first_went(
+    any_db_url: str,
+) -> None:
+    import asyncio
+
+    app = webhook_app(any_db_url, session_key=lambda payload: f"repo-{payload['repo']}")
+    async with app:
+        first_body, other_body = b'{"repo": "a"}', b'{"repo": "b"}'
+        first = await app.deliver_webhook("github", signed(first_body, "m1"), first_body)
+        replay = await app.deliver_webhook("github", signed(other_body, "m1"), other_body)
+        assert replay.receipt.duplicate and replay.session_id == first.session_id
+        assert replay.receipt.input_id == first.receipt.input_id
+        bodies = [json.dumps({"repo": f"r{n}"}).encode() for n in range(8)]
+        raced = await asyncio.gather(
+            *(app.deliver_webhook("github", signed(body, "m2"), body) for body in bodies)
+        )
+        assert sum(not r.receipt.duplicate for r in raced) == 1
+        assert len({r.session_id for r in raced}) == 1
+        assert await count_inputs(app) == 2
+        assert await app.find_session("triage", "repo-b") is None
+        # the races' losers opened no session of their own (it was rolled back)
+        opened = [await app.find_session("triage", f"repo-r{n}") for n in range(8)]
+        assert sum(session is not None for session in opened) == 1
+
+
+async def test_signed_bodies_past_the_json_bounds_are_refused_naming_the_place(
+    db_url: str,
+) -> None:
+    async with webhook_app(db_url) as app:
+        for body, problem in [
+            (b'{"n": ' + b"7" * 5000 + b"}", r"body\.n: not plain data \(an integer outside"),
+            (b'{"n": -' + b"7" * 30 + b"}", r"body\.n: not plain data \(an integer outside"),
+            (b"[" * 100_000 + b"]" * 100_000, "body: is nested too deeply"),
+            (b'{"a": ' + b"[" * 70 + b"]" * 70 + b"}", "more than 64 nested containers"),
+            (b'{"t": NaN}', "body: is not valid JSON .NaN is not JSON"),
+            (b'{"t": 1e999}', r"body\.t: not plain data \(inf\)"),
+        ]:
+            with pytest.raises(InvalidInputError, match=problem):
+                await app.deliver_webhook("github", signed(body), body)
+        assert await count_inputs(app) == 0

@@ -18,6 +18,7 @@ from typing import Any
 from turnkit.channels.outbox import link_session, queue_notice
 from turnkit.errors import SessionEndedError
 from turnkit.sessions.db.inputs import NewInput
+from turnkit.sessions.model import checks as check
 from turnkit.sessions.model.records import Receipt, Session
 
 __all__ = ["ChannelResponse", "GiveUp", "RetryLater", "header", "problem", "store_input"]
@@ -27,7 +28,7 @@ _TITLES = {400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 413: "Cont
 
 @dataclass(frozen=True, slots=True)
 class ChannelResponse:
-    """What a channel handler answers: an HTTP status and a JSON body.
+    """What a channel handler answers: an HTTP status, a JSON body and headers.
 
     ``media_type`` is ``application/problem+json`` for refusals.
     """
@@ -35,13 +36,14 @@ class ChannelResponse:
     status: int
     body: dict[str, Any] = field(default_factory=dict)
     media_type: str = "application/json"
+    headers: dict[str, str] = field(default_factory=dict)
 
 
-def problem(status: int, detail: str) -> ChannelResponse:
+def problem(status: int, detail: str, headers: dict[str, str] | None = None) -> ChannelResponse:
     """A refusal as ``application/problem+json`` (RFC 9457)."""
     body = {"type": "about:blank", "title": _TITLES.get(status, "Error"), "status": status}
     body["detail"] = detail
-    return ChannelResponse(status, body, "application/problem+json")
+    return ChannelResponse(status, body, "application/problem+json", headers or {})
 
 
 def header(headers: Mapping[str, str], name: str) -> str | None:
@@ -55,9 +57,10 @@ def header(headers: Mapping[str, str], name: str) -> str | None:
     return value
 
 
-def provider_time(seconds: float) -> str:
-    """A provider's UNIX time as the ISO string inputs store."""
-    return datetime.fromtimestamp(seconds, UTC).isoformat()
+def provider_time(seconds: float, field: str) -> str:
+    """A provider's UNIX time as the ISO string inputs store (``InvalidInputError`` naming
+    ``field`` for a time no datetime holds)."""
+    return datetime.fromtimestamp(check.check_unix_seconds(seconds, field), UTC).isoformat()
 
 
 async def store_input(

@@ -14,6 +14,12 @@ raw body with the webhook secret, compared in constant time; its
   ``signal: "stop"`` cancels the running turn (reason ``stopped``) and posts
   a final ``response`` saying so.
 
+A signed delivery that cannot be understood (not JSON, a value out of
+bounds, a field of the wrong type) is answered 200 and dropped, with the
+reason logged and in the answer: Linear retries every answer but a 200 (after
+1 minute, 1 hour and 6 hours) and has no header to say "do not retry", so a
+4xx would only bring the same unreadable body back three times.
+
 Replies are GraphQL ``agentActivityCreate`` calls: each tool call an
 ``action``, the final text a ``response``, an ``ask`` an ``elicitation``, a
 failed turn an ``error``.
@@ -24,7 +30,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-import json
+import logging
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -53,6 +60,7 @@ TOLERANCE_S = 60.0
 _PAYLOAD_BUDGET = 200 * 1024  # the payload's JSON kept under this (the limit is 256 KiB)
 _MAX_ERROR_CHARS = 1000
 _RETRYABLE_CODES = {"RATELIMITED", "INTERNAL_SERVER_ERROR", "SERVICE_UNAVAILABLE"}
+log = logging.getLogger("turnkit.channels.linear")
 ACTIVITY_MUTATION = (
     "mutation AgentActivityCreate($input: AgentActivityCreateInput!) {"
     " agentActivityCreate(input: $input) { success agentActivity { id } } }"
@@ -128,23 +136,30 @@ class LinearChannel:
         if not self._signed(header(headers, "linear-signature"), body):
             return problem(401, "the linear-signature header is missing or does not match")
         try:
-            payload = json.loads(body)
-        except (UnicodeDecodeError, json.JSONDecodeError) as error:
-            return problem(400, f"the body is not JSON: {error}")
-        if not isinstance(payload, dict):
-            return problem(400, "the body must be a JSON object (a Linear webhook)")
-        stamp = payload.get("webhookTimestamp")
-        if type(stamp) not in (int, float) or abs(self.clock() - stamp / 1000) > TOLERANCE_S:
-            return problem(401, f"webhookTimestamp is missing or more than {TOLERANCE_S:g} s away")
+            payload = check.parse_json(body)
+            if not isinstance(payload, dict):
+                raise InvalidInputError("body", "must be a JSON object (a Linear webhook)")
+            if not self._fresh(payload.get("webhookTimestamp")):
+                detail = f"webhookTimestamp is missing or more than {TOLERANCE_S:g} s away"
+                return problem(401, detail)
+            return await self._event(app, payload)
+        except InvalidInputError as error:
+            log.warning("dropped a signed Linear webhook that cannot be read: %s", error)
+            return ChannelResponse(200, {"ok": False, "dropped": str(error)})
+
+    def _fresh(self, stamp: Any) -> bool:
+        """Whether ``webhookTimestamp`` (milliseconds) is a number within the tolerance."""
+        if type(stamp) not in (int, float) or not math.isfinite(stamp):
+            return False
+        return abs(self.clock() - stamp / 1000) <= TOLERANCE_S
+
+    async def _event(self, app: Any, payload: dict[str, Any]) -> ChannelResponse:
         if payload.get("type") != "AgentSessionEvent":
             return ChannelResponse(200, {"ok": True, "ignored": f"type {payload.get('type')!r}"})
-        try:
-            if payload.get("action") == "created":
-                return await self._created(app, payload)
-            if payload.get("action") == "prompted":
-                return await self._prompted(app, payload)
-        except InvalidInputError as error:
-            return problem(400, str(error))
+        if payload.get("action") == "created":
+            return await self._created(app, payload)
+        if payload.get("action") == "prompted":
+            return await self._prompted(app, payload)
         return ChannelResponse(200, {"ok": True, "ignored": f"action {payload.get('action')!r}"})
 
     def _signed(self, signature: str | None, body: bytes) -> bool:
@@ -208,11 +223,14 @@ class LinearChannel:
         new: NewInput,
         thought: dict[str, Any] | None,
     ) -> ChannelResponse:
-        address = {"agent_session_id": session_id, "origin": _origin(payload)}
+        origin = _origin(payload)
+        address = {"agent_session_id": session_id, "origin": origin}
         notice = None if thought is None else (thought, f"linear:thought:{session_id}")
+        checked = _payload_json(payload, origin)  # a bad payload is refused before any write
 
         def with_payload(linked: dict[str, Any]) -> NewInput:
-            new.payload_json = _payload_json(payload, linked.get("origin"))
+            kept = linked.get("origin")  # what the session learned when it started
+            new.payload_json = checked if kept == origin else _payload_json(payload, kept)
             return new
 
         stored, receipt, _ = await store_input(
@@ -326,10 +344,11 @@ def _object(data: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def _string(data: dict[str, Any], name: str, where: str) -> str:
+    """An id: at most 200 characters, so that the keys made of it fit their columns."""
     value = data.get(name)
     if type(value) is not str or not value:
         raise InvalidInputError(f"{where}{name}", f"must be a non-empty string, got {value!r}")
-    return check.check_key(value, f"{where}{name}") or ""
+    return check.check_key(value, f"{where}{name}", check.MAX_PROVIDER_ID_CHARS) or ""
 
 
 def _first_text(*candidates: Any) -> str | None:
@@ -346,7 +365,7 @@ def _created_at(payload: dict[str, Any]) -> str:
             return datetime.fromisoformat(created.replace("Z", "+00:00")).isoformat()
         except ValueError:
             pass
-    return provider_time(payload["webhookTimestamp"] / 1000)
+    return provider_time(payload["webhookTimestamp"] / 1000, "webhookTimestamp")
 
 
 def _origin(payload: dict[str, Any]) -> dict[str, Any]:
@@ -365,7 +384,11 @@ def _origin(payload: dict[str, Any]) -> dict[str, Any]:
 def _payload_json(payload: dict[str, Any], origin: Any) -> str:
     """The :class:`LinearInputPayload` as stored JSON, oldest comments dropped to fit."""
     session = payload["agentSession"]
-    comments = [c for c in payload.get("previousComments") or () if isinstance(c, dict)]
+    previous = payload.get("previousComments")
+    if previous is not None and not isinstance(previous, list):
+        found = type(previous).__name__
+        raise InvalidInputError("previousComments", f"must be a list of comments, got {found}")
+    comments = [c for c in previous or () if isinstance(c, dict)]
     comment = session.get("comment")
     if isinstance(comment, dict) and all(c.get("id") != comment.get("id") for c in comments):
         comments.append(comment)

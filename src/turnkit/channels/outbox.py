@@ -138,16 +138,19 @@ def queue_notice(
     wake: Callable[[], None] | None = None,
 ) -> bool:
     """A post of the channel's own (an acknowledgement); False if ``dedupe_key`` was used."""
-    with store.write() as tx:
-        used = tx.execute(
-            sa.select(t.channel_outbox.c.id).where(t.channel_outbox.c.dedupe_key == dedupe_key)
-        ).first()
-        if used is not None:
-            return False
-        _insert(tx, session_id, turn_id, provider, "notice", content, dedupe_key)
-        if wake is not None:
-            tx.after_commit(wake)
-        return True
+    try:
+        with store.write() as tx:
+            used = tx.execute(
+                sa.select(t.channel_outbox.c.id).where(t.channel_outbox.c.dedupe_key == dedupe_key)
+            ).first()
+            if used is not None:
+                return False
+            _insert(tx, session_id, turn_id, provider, "notice", content, dedupe_key)
+            if wake is not None:
+                tx.after_commit(wake)
+            return True
+    except sa.exc.IntegrityError:  # Postgres: a concurrent copy inserted the key first
+        return False
 
 
 def _insert(

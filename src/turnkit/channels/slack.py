@@ -9,6 +9,12 @@ answers it. The input's idempotency key is the message itself (channel and
 event one message can cause (``app_mention`` and ``message``) store one
 input. Posts by bots (``bot_id``), the app's own included, are ignored.
 
+A signed request that cannot be understood (not JSON, a value out of
+bounds, a field of the wrong type) is a 400 problem naming the field, with
+``X-Slack-No-Retry: 1``: Slack retries a failed delivery three times (at
+once, after 1 and 5 minutes) unless that header says not to, and a body
+that could not be read once will not be read on a retry either.
+
 Replies are posted in the thread with ``slack_sdk``'s async ``WebClient``.
 A 429 is not waited out inside the call: its ``Retry-After`` goes to the
 outbox, which holds that thread's replies (and only those) until then
@@ -18,7 +24,6 @@ the outbox with backoff; errors retrying cannot fix are recorded.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -43,6 +48,7 @@ DEFAULT_API_URL = "https://slack.com/api/"
 MAX_BODY_BYTES = 1024 * 1024
 MAX_MESSAGE_CHARS = 4000  # Slack asks for at most 4,000 characters per message's text
 _USER_MESSAGE_SUBTYPES = (None, "file_share", "thread_broadcast")
+_NO_RETRY = {"X-Slack-No-Retry": "1"}  # a refused body stays refused: Slack need not retry
 # ok:false errors that a later try can fix; anything else is given up and recorded.
 _TRANSIENT = {"ratelimited", "internal_error", "fatal_error", "service_unavailable", "timeout"}
 
@@ -109,23 +115,20 @@ class SlackChannel:
                 "more than 5 minutes away",
             )
         try:
-            envelope = json.loads(body)
-        except (UnicodeDecodeError, json.JSONDecodeError) as error:
-            return problem(400, f"the body is not JSON: {error}")
-        if not isinstance(envelope, dict):
-            return problem(400, "the body must be a JSON object (an Events API envelope)")
-        kind = envelope.get("type")
-        if kind == "url_verification":
-            challenge = envelope.get("challenge")
-            if not isinstance(challenge, str):
-                return problem(400, "url_verification: challenge must be a string")
-            return ChannelResponse(200, {"challenge": challenge})
-        if kind != "event_callback":
-            return ChannelResponse(200, {"ok": True, "ignored": f"envelope type {kind!r}"})
-        try:
+            envelope = check.parse_json(body)
+            if not isinstance(envelope, dict):
+                raise InvalidInputError("body", "must be a JSON object (an Events API envelope)")
+            kind = envelope.get("type")
+            if kind == "url_verification":
+                challenge = envelope.get("challenge")
+                if not isinstance(challenge, str):
+                    raise InvalidInputError("challenge", "must be a string (url_verification)")
+                return ChannelResponse(200, {"challenge": challenge})
+            if kind != "event_callback":
+                return ChannelResponse(200, {"ok": True, "ignored": f"envelope type {kind!r}"})
             return await self._event(app, envelope)
         except InvalidInputError as error:
-            return problem(400, str(error))
+            return problem(400, str(error), _NO_RETRY)
 
     def _signed(self, headers: Mapping[str, str], body: bytes) -> bool:
         timestamp = header(headers, "x-slack-request-timestamp")
@@ -154,7 +157,7 @@ class SlackChannel:
         }
         details = {
             "channel": check.check_channel(channel),
-            "provider_time": provider_time(float(message.ts)),
+            "provider_time": provider_time(float(message.ts), "event.ts"),
         }
         new = NewInput(
             "channel",
@@ -260,9 +263,9 @@ def _read_message(envelope: dict[str, Any], event: dict[str, Any]) -> tuple[_Mes
         return None, "a mention (its app_mention event carries it)"
     else:
         where = "thread"
-    ts = _timestamp(_field(event, "ts"))
+    ts = _timestamp(_field(event, "ts"), "event.ts")
     if thread_ts is not None:
-        _timestamp(thread_ts)
+        _timestamp(thread_ts, "event.thread_ts")
     return _Message(
         team=_field(envelope, "team_id", where=""),
         channel=_field(event, "channel"),
@@ -276,23 +279,32 @@ def _read_message(envelope: dict[str, Any], event: dict[str, Any]) -> tuple[_Mes
 
 
 def _field(data: dict[str, Any], name: str, required: bool = True, where: str = "event.") -> Any:
+    """A string field; ids at most 200 characters, so the keys made of them fit."""
     value = data.get(name)
     if value is None and not required:
         return None
     if type(value) is not str or not value:
         raise InvalidInputError(f"{where}{name}", f"must be a non-empty string, got {value!r}")
-    return value
+    if name == "text":
+        return check.check_text(value, "event.text")
+    return check.check_key(value, f"{where}{name}", check.MAX_PROVIDER_ID_CHARS)
 
 
-def _timestamp(ts: str) -> str:
+def _timestamp(ts: str, field: str) -> str:
+    """A Slack ``ts`` ("seconds.micros"), checked to be a time a datetime holds."""
     if not re.fullmatch(r"\d{1,12}(\.\d{1,9})?", ts):
-        raise InvalidInputError("event.ts", f"is not a Slack timestamp: {ts!r}")
+        raise InvalidInputError(field, f"is not a Slack timestamp: {ts!r}")
+    check.check_unix_seconds(float(ts), field)
     return ts
 
 
 def _bot_user(envelope: dict[str, Any]) -> str | None:
     """The app's bot user id, from the envelope's ``authorizations``."""
-    for entry in envelope.get("authorizations") or ():
+    authorizations = envelope.get("authorizations")
+    if authorizations is not None and not isinstance(authorizations, list):
+        found = type(authorizations).__name__
+        raise InvalidInputError("authorizations", f"must be a list of objects, got {found}")
+    for entry in authorizations or ():
         user = entry.get("user_id") if isinstance(entry, dict) else None
         if isinstance(user, str) and entry.get("is_bot"):
             return user

@@ -23,6 +23,7 @@ from fastapi import APIRouter, Header, Path, Query, Request
 
 from turnkit.server.models import EventOut
 from turnkit.server.problems import problem, responses
+from turnkit.sessions.model.checks import MAX_SEQ
 
 __all__ = ["PING_SECONDS", "events_route"]
 
@@ -32,6 +33,13 @@ SHUTDOWN_GRACE_SECONDS = 2.0
 
 def _wants_stream(request: Request) -> bool:
     return "text/event-stream" in request.headers.get("accept", "").lower()
+
+
+def _seq_of(header: str) -> int | None:
+    """A ``Last-Event-ID`` as a seq, checked before the stream starts (None if it is not one)."""
+    if not header.isascii() or not header.isdigit() or int(header) > MAX_SEQ:
+        return None
+    return int(header)
 
 
 def events_route(router: APIRouter, app: Any, ping: float = PING_SECONDS) -> None:
@@ -54,7 +62,7 @@ def events_route(router: APIRouter, app: Any, ping: float = PING_SECONDS) -> Non
     async def events(
         request: Request,
         session_id: str = Path(min_length=1, max_length=64),
-        after: int = Query(0, ge=0, le=2**62, description="only events with a higher seq"),
+        after: int = Query(0, ge=0, le=MAX_SEQ, description="only events with a higher seq"),
         limit: int | None = Query(None, ge=1, le=10_000),
         last_event_id: str | None = Header(None, max_length=20),
     ) -> Any:
@@ -63,9 +71,13 @@ def events_route(router: APIRouter, app: Any, ping: float = PING_SECONDS) -> Non
             found = await app.events(session_id, after, limit)
             return [event.to_dict() for event in found]
         if last_event_id is not None:
-            if not last_event_id.isascii() or not last_event_id.isdigit():
-                return problem(400, f"Last-Event-ID must be an event seq, got {last_event_id!r}")
-            after = int(last_event_id)
+            resumed = _seq_of(last_event_id)
+            if resumed is None:
+                detail = (
+                    f"Last-Event-ID must be an event seq (0 to {MAX_SEQ}), got {last_event_id!r}"
+                )
+                return problem(400, detail)
+            after = resumed
         await app.get_session(session_id)  # a 404 now, not an empty stream
         return _stream(feeds, session_id, after, ping)
 

@@ -29,6 +29,7 @@ from turnkit.server.models import (
     WebhookAccepted,
 )
 from turnkit.server.problems import responses
+from turnkit.server.signed import LINEAR_BODY, SLACK_BODY, WEBHOOK_BODY, request_body
 
 __all__ = ["guarded_routes", "open_routes"]
 
@@ -196,6 +197,7 @@ def open_routes(app: Any) -> APIRouter:
         status_code=202,
         responses={200: {"model": WebhookAccepted, "description": "a replay: nothing stored"}}
         | responses(400, 401, 404, 409, 413, 415, 422),
+        openapi_extra=request_body(WEBHOOK_BODY),
     )
     async def webhook(
         request: Request, response: Response, webhook_id: str = Path(min_length=1, max_length=100)
@@ -218,12 +220,18 @@ def open_routes(app: Any) -> APIRouter:
     channel_answers = {200: {"description": "stored, ignored, or a challenge answered"}}
     channel_answers |= responses(400, 401, 404, 413, 415)
 
-    @router.post("/channels/slack/events", responses=channel_answers)
+    @router.post(
+        "/channels/slack/events", responses=channel_answers, openapi_extra=request_body(SLACK_BODY)
+    )
     async def slack_events(request: Request) -> Response:
         """Slack's Events API (signed): mentions and direct messages become inputs."""
         return await _channel(app, "slack", request)
 
-    @router.post("/channels/linear/webhook", responses=channel_answers)
+    @router.post(
+        "/channels/linear/webhook",
+        responses=channel_answers,
+        openapi_extra=request_body(LINEAR_BODY),
+    )
     async def linear_webhook(request: Request) -> Response:
         """Linear's agent session webhooks (signed): created and prompted become inputs."""
         return await _channel(app, "linear", request)
@@ -239,4 +247,5 @@ def open_routes(app: Any) -> APIRouter:
 async def _channel(app: Any, provider: str, request: Request) -> Response:
     """A channel request, answered by the App's framework-agnostic handler."""
     answer = await app.handle_channel(provider, request.headers, await request.body())
-    return JSONResponse(answer.body, answer.status, media_type=answer.media_type)
+    headers = answer.headers or None
+    return JSONResponse(answer.body, answer.status, headers, media_type=answer.media_type)

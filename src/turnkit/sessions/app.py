@@ -183,11 +183,12 @@ class App(Definitions):
         return await asyncio.to_thread(runtime.open_session, agent, key, values)
 
     async def get_session(self, session_id: str) -> Session:
-        return await asyncio.to_thread(self.runtime.store.session, _id(session_id))
+        return await asyncio.to_thread(self.runtime.store.session, check.check_id(session_id))
 
     async def find_session(self, agent: str, key: str) -> Session | None:
         """The session of ``agent`` with ``key``, or None; nothing is created."""
         runtime = self.runtime
+        agent = check.check_id(agent, "agent")
         key = check.check_key(key, "key")  # type: ignore[assignment]
         return await asyncio.to_thread(runtime.store.find_session, agent, key)
 
@@ -211,7 +212,7 @@ class App(Definitions):
         if type(limit) is not int or not 1 <= limit <= MAX_LIST:
             raise InvalidInputError("limit", f"must be an int from 1 to {MAX_LIST}, got {limit!r}")
         if before is not None:
-            _id(before, "before")
+            check.check_id(before, "before")
         return await asyncio.to_thread(list_sessions, store, agent, state, limit, before)
 
     async def fork_session(
@@ -232,7 +233,7 @@ class App(Definitions):
         from turnkit.sessions.db.forks import fork_session
 
         store = self.runtime.store
-        source = _id(session_id)
+        source = check.check_id(session_id)
         if at is not None and (type(at) is not int or at < 0):
             raise InvalidInputError("at", f"must be an int >= 0 or None, got {at!r}")
         key = check.check_key(key, "key")
@@ -241,13 +242,13 @@ class App(Definitions):
     async def history(self, session_id: str) -> list[Message]:
         """The session's durable conversation, oldest first."""
         store = self.runtime.store
-        await asyncio.to_thread(store.session_agent, _id(session_id))
+        await asyncio.to_thread(store.session_agent, check.check_id(session_id))
         return list(await asyncio.to_thread(store.history, session_id))
 
     async def end_session(self, session_id: str) -> Session:
         """End the session: queued turns are cancelled, the running one too; sends then raise."""
         runtime = self.runtime
-        await asyncio.to_thread(runtime.end_session, _id(session_id))
+        await asyncio.to_thread(runtime.end_session, check.check_id(session_id))
         return await asyncio.to_thread(runtime.store.session, session_id)
 
     async def send(
@@ -268,22 +269,22 @@ class App(Definitions):
             check.check_payload(payload),
             {},
             check.check_key(idempotency_key, "idempotency_key"),
-            check.check_key(answers, "answers"),
+            check.check_key(answers, "answers", check.MAX_ID_CHARS),
         )
         if not new.text and new.payload_json == "null":
             raise InvalidInputError("text", "an input needs text or a payload; both are empty")
         channel_dict = check.check_channel(channel)
         if channel_dict is not None:
             new.details["channel"] = channel_dict
-        return await asyncio.to_thread(runtime.accept, _id(session_id), new)
+        return await asyncio.to_thread(runtime.accept, check.check_id(session_id), new)
 
     async def wait(self, turn_id: str, timeout: float | None = None) -> Turn:
         """The turn once it is terminal; ``TimeoutError`` after ``timeout`` seconds."""
-        return await self.runtime.wait_turn(_id(turn_id, "turn_id"), timeout)
+        return await self.runtime.wait_turn(check.check_id(turn_id, "turn_id"), timeout)
 
     async def get_turn(self, turn_id: str) -> Turn:
         """The turn as it is now (``TurnNotFoundError`` for an unknown id)."""
-        return await asyncio.to_thread(self.runtime.store.turn, _id(turn_id, "turn_id"))
+        return await asyncio.to_thread(self.runtime.store.turn, check.check_id(turn_id, "turn_id"))
 
     async def input(self, turn_id: str) -> AgentInput:
         """The input a turn runs on."""
@@ -294,7 +295,8 @@ class App(Definitions):
     ) -> list[Event]:
         """The session's events with ``seq`` above ``after``, oldest first."""
         store = self.runtime.store
-        return await asyncio.to_thread(store.events, _id(session_id), _seq(after), limit)
+        session_id, after = check.check_id(session_id), check.check_seq(after)
+        return await asyncio.to_thread(store.events, session_id, after, check.check_limit(limit))
 
     async def follow(self, session_id: str, after: int = 0) -> AsyncIterator[Event]:
         """Every event after ``after``, then each new one as it is written (any process).
@@ -302,13 +304,15 @@ class App(Definitions):
         Ends once the session has ended and its last event was given.
         """
         runtime = self.runtime
-        async for event in runtime.follow(_id(session_id), _seq(after)):
+        async for event in runtime.follow(check.check_id(session_id), check.check_seq(after)):
             yield event
 
     async def cancel(self, session_id: str) -> str | None:
         """Cancel the session's running turn (reason ``cancelled``); its id, or None."""
         runtime = self.runtime
-        running = await asyncio.to_thread(runtime.cancel_running, _id(session_id), "cancelled")
+        running = await asyncio.to_thread(
+            runtime.cancel_running, check.check_id(session_id), "cancelled"
+        )
         return running[0] if running else None
 
     async def subscribe(
@@ -320,7 +324,9 @@ class App(Definitions):
 
         store = self.runtime.store
         to_session, to_agent = self._watched(to_session, to_agent)
-        return await asyncio.to_thread(subscribe, store, _id(session_id), to_session, to_agent)
+        return await asyncio.to_thread(
+            subscribe, store, check.check_id(session_id), to_session, to_agent
+        )
 
     async def unsubscribe(
         self, session_id: str, to_session: str | None = None, to_agent: str | None = None
@@ -330,7 +336,9 @@ class App(Definitions):
 
         store = self.runtime.store
         to_session, to_agent = self._watched(to_session, to_agent)
-        return await asyncio.to_thread(unsubscribe, store, _id(session_id), to_session, to_agent)
+        return await asyncio.to_thread(
+            unsubscribe, store, check.check_id(session_id), to_session, to_agent
+        )
 
     def _watched(self, to_session: object, to_agent: object) -> tuple[str | None, str | None]:
         if (to_session is None) == (to_agent is None):
@@ -338,7 +346,7 @@ class App(Definitions):
         if to_agent is not None:
             self.agent_named(to_agent)
         if to_session is not None:
-            _id(to_session, "to_session")
+            check.check_id(to_session, "to_session")
         return to_session, to_agent  # type: ignore[return-value]
 
     # -- webhooks and schedules (turnkit.sessions.sources) -------------------
@@ -506,15 +514,3 @@ class App(Definitions):
 
     def stop_sync(self) -> None:
         run_sync(self.stop())
-
-
-def _id(value: object, field: str = "session_id") -> str:
-    if type(value) is not str or not value:
-        raise InvalidInputError(field, f"must be a non-empty string, got {value!r}")
-    return value
-
-
-def _seq(value: object) -> int:
-    if type(value) is not int or value < 0:
-        raise InvalidInputError("after", f"must be an int >= 0, got {value!r}")
-    return value

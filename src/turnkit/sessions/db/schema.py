@@ -23,7 +23,7 @@ import sqlalchemy as sa
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "tables"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 metadata = sa.MetaData()
 
@@ -142,9 +142,34 @@ subscriptions = sa.Table(
     sa.Column("to_session", sa.String(64)),
     sa.Column("to_agent", sa.String(200)),
     sa.Column("created_at", sa.Float, nullable=False),
+    # Not enough alone: one of to_session and to_agent is always NULL, and NULLs differ.
     sa.UniqueConstraint("subscriber_id", "to_session", "to_agent", name="uq_turnkit_subs"),
     sa.Index("ix_turnkit_subs_session", "to_session"),
     sa.Index("ix_turnkit_subs_agent", "to_agent"),
+)
+
+# One subscription per (subscriber, watched session) and per (subscriber, watched agent).
+_SUBSCRIPTION_KEYS = [
+    sa.Index(
+        f"uq_turnkit_subs_{column}",
+        subscriptions.c.subscriber_id,
+        subscriptions.c[column],
+        unique=True,
+        sqlite_where=subscriptions.c[column].is_not(None),
+        postgresql_where=subscriptions.c[column].is_not(None),
+    )
+    for column in ("to_session", "to_agent")
+]
+
+# Which session a webhook delivery went to, by its webhook-id: a replay goes to the
+# same session whatever its body, before session_key routes it.
+webhook_deliveries = sa.Table(
+    "turnkit_webhook_deliveries",
+    metadata,
+    sa.Column("webhook_id", sa.String(100), primary_key=True),
+    sa.Column("message_id", sa.String(200), primary_key=True),
+    sa.Column("session_id", sa.String(64), nullable=False),
+    sa.Column("received_at", sa.Float, nullable=False),
 )
 
 schedules = sa.Table(
@@ -223,8 +248,23 @@ def _long_sessions(conn: sa.Connection) -> None:
     )
 
 
+def _unique_deliveries_and_subscriptions(conn: sa.Connection) -> None:
+    """Version 4: webhook deliveries recorded by webhook-id; subscriptions made unique
+    (duplicates that concurrent subscribes made are removed, the first kept)."""
+    metadata.create_all(conn, tables=[webhook_deliveries])
+    c = subscriptions.c
+    first = sa.select(sa.func.min(c.id)).group_by(c.subscriber_id, c.to_session, c.to_agent)
+    conn.execute(subscriptions.delete().where(c.id.not_in(first)))
+    for index in _SUBSCRIPTION_KEYS:
+        index.create(conn, checkfirst=True)
+
+
 # version -> the step that brings a database from version - 1 to it.
-MIGRATIONS: dict[int, Migration] = {2: _session_runners, 3: _long_sessions}
+MIGRATIONS: dict[int, Migration] = {
+    2: _session_runners,
+    3: _long_sessions,
+    4: _unique_deliveries_and_subscriptions,
+}
 
 
 def migrate(engine: sa.Engine) -> int:

@@ -199,19 +199,25 @@ class Store:
     ) -> tuple[Session, bool]:
         """Get or create, in one transaction: the session, and whether it is new."""
         with self.write() as tx:
-            if key is not None:
-                found = tx.execute(by_key(agent, key)).first()
-                if found is not None:
-                    return self.session_record(tx.conn, found), False
-            values = new_session_values(agent, key, data, parent_id)
-            if key is None:
-                tx.execute(t.sessions.insert().values(**values))
-            else:  # Postgres: another transaction may insert the key meanwhile
-                insert = insert_ignoring_conflict(tx.conn, values)
-                if tx.execute(insert).first() is None:
-                    return self.session_record(tx.conn, tx.execute(by_key(agent, key)).one()), False
-            row = tx.execute(sa.select(t.sessions).where(t.sessions.c.id == values["id"])).one()
-            return self.session_record(tx.conn, row), True
+            return self.open_in(tx, agent, key, data, parent_id)
+
+    def open_in(
+        self, tx: Tx, agent: str, key: str | None, data: dict[str, Any], parent_id: str | None
+    ) -> tuple[Session, bool]:
+        """:meth:`open_session` inside ``tx`` (a new session is rolled back with it)."""
+        if key is not None:
+            found = tx.execute(by_key(agent, key)).first()
+            if found is not None:
+                return self.session_record(tx.conn, found), False
+        values = new_session_values(agent, key, data, parent_id)
+        if key is None:
+            tx.execute(t.sessions.insert().values(**values))
+        else:  # Postgres: another transaction may insert the key meanwhile
+            insert = insert_ignoring_conflict(tx.conn, values)
+            if tx.execute(insert).first() is None:
+                return self.session_record(tx.conn, tx.execute(by_key(agent, key)).one()), False
+        row = tx.execute(sa.select(t.sessions).where(t.sessions.c.id == values["id"])).one()
+        return self.session_record(tx.conn, row), True
 
     def find_session(self, agent: str, key: str) -> Session | None:
         with self.read() as conn:

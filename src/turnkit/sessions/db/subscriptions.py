@@ -1,4 +1,10 @@
-"""Subscription rows: who watches which session or agent (see :mod:`..sources.subscriptions`)."""
+"""Subscription rows: who watches which session or agent (see :mod:`..sources.subscriptions`).
+
+Subscribing and unsubscribing lock the subscriber's session row, so two
+concurrent calls for one subscriber run one after the other (the unique
+indexes of :mod:`.schema` are the backstop): one row per subscription, and
+an unsubscribe removes it for good.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +23,7 @@ def subscribe(
 ) -> str:
     """Record the subscription (idempotent); its id."""
     with store.write() as tx:
-        _check_session(tx, subscriber_id)
+        _check_session(tx, subscriber_id, lock=True)
         if to_session is not None:
             _check_session(tx, to_session, ended_ok=True)
         found = tx.execute(_match(subscriber_id, to_session, to_agent)).first()
@@ -41,11 +47,11 @@ def unsubscribe(
 ) -> bool:
     """Remove the subscription; whether there was one."""
     with store.write() as tx:
-        found = tx.execute(_match(subscriber_id, to_session, to_agent)).first()
-        if found is None:
-            return False
-        tx.execute(t.subscriptions.delete().where(t.subscriptions.c.id == found.id))
-        return True
+        _check_session(tx, subscriber_id, ended_ok=True, lock=True)
+        found = [row.id for row in tx.execute(_match(subscriber_id, to_session, to_agent))]
+        if found:  # every copy: a database from before version 4 may hold several
+            tx.execute(t.subscriptions.delete().where(t.subscriptions.c.id.in_(found)))
+        return bool(found)
 
 
 def subscribers_of(tx: Tx, session_id: str, agent: str) -> list[str]:
@@ -72,8 +78,12 @@ def _match(subscriber_id: str, to_session: str | None, to_agent: str | None) -> 
     )
 
 
-def _check_session(tx: Tx, session_id: str, ended_ok: bool = False) -> None:
-    row = tx.execute(sa.select(t.sessions.c.ended).where(t.sessions.c.id == session_id)).first()
+def _check_session(tx: Tx, session_id: str, ended_ok: bool = False, lock: bool = False) -> None:
+    if lock:
+        row = tx.lock_session(session_id)
+    else:
+        query = sa.select(t.sessions.c.ended).where(t.sessions.c.id == session_id)
+        row = tx.execute(query).first()
     if row is None:
         raise SessionNotFoundError(session_id)
     if row.ended and not ended_ok:

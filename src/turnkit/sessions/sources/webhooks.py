@@ -9,9 +9,16 @@ base64, a body that is not UTF-8) are a clean refusal rather than an
 exception, and so the clock can be given (tests verify the published vector).
 
 The JSON body becomes the payload of an input with ``source="webhook"`` and
-``webhook`` {``id``, ``message_id``}. The ``webhook-id`` is the input's
-idempotency key in its session: a replay is answered as a duplicate and
-stores nothing new, across restarts.
+``webhook`` {``id``, ``message_id``}. The ``webhook-id`` deduplicates
+deliveries of the webhook before ``session_key`` routes one: a replay goes to
+the first delivery's session whatever its body, is answered as a duplicate
+and stores nothing new, across restarts (:mod:`turnkit.sessions.db.webhooks`).
+
+A signed body that cannot be understood is a 4xx problem naming the field
+(400 when it is not JSON, 422 when a value is out of bounds): the sender
+is often the App owner's own system, and its delivery log then says what to
+fix. Standard Webhooks senders retry non-2xx answers a bounded number of
+times, so a refusal does not loop forever.
 """
 
 from __future__ import annotations
@@ -21,7 +28,6 @@ import base64
 import binascii
 import dataclasses
 import hmac
-import json
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -34,6 +40,7 @@ from turnkit.errors import (
     WebhookNotFoundError,
     WebhookSignatureError,
 )
+from turnkit.sessions.db import webhooks as deliveries
 from turnkit.sessions.db.inputs import NewInput
 from turnkit.sessions.model import checks as check
 from turnkit.sessions.model.records import Receipt
@@ -134,6 +141,8 @@ def verify_signature(
     signatures = _header(lowered, "webhook-signature")
     if len(message_id) > _MAX_MESSAGE_ID:
         raise WebhookSignatureError(f"webhook-id is longer than {_MAX_MESSAGE_ID} characters")
+    if not message_id.isprintable():  # U+0000 included: it could not be stored
+        raise WebhookSignatureError("webhook-id holds control characters")
     if not stamp_text.isascii() or not stamp_text.isdigit() or len(stamp_text) > 12:
         raise WebhookSignatureError("webhook-timestamp must be UNIX seconds (digits)")
     stamp = int(stamp_text)
@@ -162,15 +171,13 @@ def verify_signature(
 
 
 def parse_body(body: bytes) -> Any:
-    """The delivery's JSON body; ``InvalidInputError`` (field ``body``) if it is not JSON."""
+    """The delivery's JSON body; ``InvalidInputError`` (field ``body``) if it is not JSON,
+    naming the place (``body.x``) when a value is out of bounds."""
     if len(body) > MAX_WEBHOOK_BODY_BYTES:
         raise InvalidInputError(
             "body", f"is {len(body)} bytes, over the limit of {MAX_WEBHOOK_BODY_BYTES} (256 KiB)"
         )
-    try:
-        return json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
-        raise InvalidInputError("body", f"is not valid JSON ({err})") from None
+    return check.parse_json(body)
 
 
 def _session_key(defn: WebhookDef, payload: Any) -> str:
@@ -209,15 +216,20 @@ async def deliver_webhook(
         parse_body(body)  # raises: too large
     message_id = verify_signature(defn.verifier, headers, body, now)
     payload = parse_body(body)
-    payload_json = check.check_payload(payload)
-    key = _session_key(defn, payload)
-    session, _ = await asyncio.to_thread(runtime.open_session, defn.agent, key, {})
     new = NewInput(
         "webhook",
         None,
-        payload_json,
+        check.check_payload(payload, field="body"),
         {"webhook": {"id": defn.id, "message_id": message_id}},
         f"webhook:{defn.id}:{message_id}",
     )
-    receipt = await asyncio.to_thread(runtime.accept, session.id, new)
-    return WebhookDelivery(defn.id, message_id, session.id, receipt)
+    store = runtime.store
+    session_id = await asyncio.to_thread(deliveries.session_of, store, defn.id, message_id)
+    if session_id is not None:  # a replay: where the first delivery went, whatever the body
+        receipt = await asyncio.to_thread(runtime.accept, session_id, new)
+        return WebhookDelivery(defn.id, message_id, session_id, receipt)
+    key = _session_key(defn, payload)
+    session_id, receipt = await asyncio.to_thread(
+        deliveries.accept_delivery, store, defn.agent, key, defn.id, message_id, new
+    )
+    return WebhookDelivery(defn.id, message_id, session_id, receipt)
