@@ -197,7 +197,7 @@ async def events_of(app: App, session_id: str, kind: str) -> list:
     return [e for e in await app.events(session_id) if e.type == kind]
 
 
-async def wait_for_event(app: App, session_ids: list[str], kind: str, timeout: float = 20):
+async def wait_for_event(app: App, session_ids: list[str], kind: str, timeout: float = 30):
     async def first(session_id: str):
         async for event in app.follow(session_id):
             if event.type == kind:
