@@ -7,13 +7,14 @@ from typing import Any
 from turnkit.errors import InvalidInputError, InvalidMessageError
 from turnkit.messages._json import freeze_json, thaw
 from turnkit.sessions._values import dumps
-from turnkit.sessions.model.inputs import SOURCES, Channel
+from turnkit.sessions.model.inputs import ON_BUSY, SOURCES, Channel
 from turnkit.sessions.model.status import SessionState
 
 __all__ = [
     "MAX_PAYLOAD_BYTES",
     "check_channel",
     "check_data",
+    "check_on_busy",
     "check_payload",
     "check_session_status",
     "check_text",
@@ -64,6 +65,13 @@ def check_session_status(value: object) -> SessionState:
 def check_source(value: object) -> str:
     if value not in SOURCES:
         raise InvalidInputError("source", f"must be one of {', '.join(SOURCES)}; got {value!r}")
+    return value  # type: ignore[return-value]
+
+
+def check_on_busy(value: object, field: str = "on_busy") -> str | None:
+    """An input's policy for a busy session (None: its agent's)."""
+    if value is not None and value not in ON_BUSY:
+        raise InvalidInputError(field, f"must be one of {', '.join(ON_BUSY)}; got {value!r}")
     return value  # type: ignore[return-value]
 
 
