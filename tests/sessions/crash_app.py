@@ -8,6 +8,10 @@ MODE "sends": send ten inputs to one session, print their turn ids, and wait
 to be killed (the parent kills it as soon as the ids are printed).
 MODE "paused-start": send one input, and stop between its commit and the
 start of its session's runner (printing the runner id) until killed.
+MODE "steer": while a turn's tool runs, send an input with on_busy="steer";
+print the turn id and the input id, and wait to be killed (the tool still runs).
+MODE "steer-delivered": as "steer", then let the tool finish: the next model
+call takes the input in and blocks (printing "model called") until killed.
 """
 
 from __future__ import annotations
@@ -84,8 +88,44 @@ DELEGATE = {
 }
 
 
+def blocking_reply(request: object) -> str:
+    print("model called", flush=True)
+    threading.Event().wait()
+    return "never"
+
+
+async def steer_while_busy(db: str, marker: Path, delivered: bool) -> None:
+    started, release = threading.Event(), threading.Event()
+    app = App(f"sqlite:///{db}", executor_id="child")
+
+    @turnkit.tool
+    def record() -> str:
+        """Record that the tool ran."""
+        with marker.open("a") as out:
+            out.write("ran\n")
+        started.set()
+        release.wait()
+        return "recorded"
+
+    @app.agent("worker", model=ScriptedModel([TOOL_CALL, blocking_reply]), tools=[record])
+    def worker() -> str:
+        return "Work."
+
+    async with app:
+        session = await app.create_session("worker", key="crash")
+        first = await app.send(session.id, text="paint it")
+        await asyncio.to_thread(started.wait)
+        steer = await app.send(session.id, text="the blue one", on_busy="steer")
+        print(json.dumps([first.turn_id, steer.input_id, steer.status]), flush=True)
+        if delivered:
+            release.set()
+        await asyncio.Event().wait()
+
+
 async def main(db: str, mode: str, idempotent: bool) -> None:
     marker = Path(db).with_suffix(".marker")
+    if mode in ("steer", "steer-delivered"):
+        await steer_while_busy(db, marker, delivered=mode == "steer-delivered")
     if mode == "subagent":
         app = delegating(db, [DELEGATE], [child_blocks], executor_id="child")
         async with app:

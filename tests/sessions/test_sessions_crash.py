@@ -163,3 +163,56 @@ async def test_kill_between_an_inputs_commit_and_its_runners_start_runs_it_once(
     assert turn.status == "completed" and turn.output == "echo:m0"
     assert [e.type for e in events].count("turn.started") == 1
     assert len(model.requests) == 1  # the one input ran once
+
+
+def _steered_once(history: list, events: list, turn_id: str, input_id: str) -> None:
+    from turnkit.messages import message_text_body
+
+    bodies = [message_text_body(m) for m in history if m.role == "user"]
+    assert sum("the blue one" in body for body in bodies) == 1
+    steered = [e for e in events if e.type == "input.steered"]
+    assert [(e.data["input_id"], e.turn_id) for e in steered] == [(input_id, turn_id)]
+    started = [e.turn_id for e in events if e.type == "turn.started"]
+    assert started == [turn_id]  # read by the resumed turn, not by a turn of its own
+
+
+async def test_kill_after_a_steer_is_accepted_delivers_it_once_into_the_resumed_turn(
+    db: Path,
+) -> None:
+    child = Child(db, "steer")
+    turn_id, input_id, status = json.loads(child.line())
+    child.kill()
+    assert status == "steered"
+
+    model = ScriptedModel([lambda r: f"read: {r.last_text}"])
+    app = build(str(db), db.with_suffix(".marker"), False, model, block=False, executor_id="child")
+    async with app:
+        turn = await app.wait(turn_id, timeout=30)
+        history = await app.history(turn.session_id)
+        events = await app.events(turn.session_id)
+    assert turn.status == "completed" and "the blue one" in turn.output
+    (request,) = model.requests
+    assert [m.role for m in request.messages] == ["user", "assistant", "user", "user"]
+    assert request.messages[2].content[0].is_error  # the tool call was interrupted by the kill
+    _steered_once(history, events, turn_id, input_id)
+    assert ran_count(db) == 1
+
+
+async def test_kill_after_a_steer_was_taken_in_does_not_deliver_it_twice(db: Path) -> None:
+    child = Child(db, "steer-delivered")
+    turn_id, input_id, _ = json.loads(child.line())
+    assert child.line() == "model called"  # the steer is recorded, the model call not
+    child.kill()
+
+    model = ScriptedModel([lambda r: f"read: {r.last_text}"])
+    app = build(str(db), db.with_suffix(".marker"), False, model, block=False, executor_id="child")
+    async with app:
+        turn = await app.wait(turn_id, timeout=30)
+        history = await app.history(turn.session_id)
+        events = await app.events(turn.session_id)
+    assert turn.status == "completed" and "the blue one" in turn.output
+    (request,) = model.requests
+    assert [m.role for m in request.messages] == ["user", "assistant", "user", "user"]
+    assert request.messages[2].content[0].content == "recorded"  # the tool's recorded result
+    _steered_once(history, events, turn_id, input_id)
+    assert [m.role for m in history] == ["user", "assistant", "user", "user", "assistant"]

@@ -64,6 +64,7 @@ class PostTurn(_Request):
     input: TurnInput
     idempotency_key: str | None = Key
     answers: str | None = Field(default=None, min_length=1, max_length=64)
+    on_busy: Literal["queue", "steer", "interrupt", "merge"] | None = None
 
 
 class QuestionOptionOut(BaseModel):
@@ -107,7 +108,7 @@ class ReceiptOut(BaseModel):
 
     input_id: str
     turn_id: str | None
-    status: Literal["queued", "held"]
+    status: Literal["queued", "held", "steered", "merged"]
     duplicate: bool
 
 

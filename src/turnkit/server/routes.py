@@ -143,6 +143,7 @@ def _turn_routes(router: APIRouter, app: Any) -> None:
                 payload=body.input.payload,
                 idempotency_key=body.idempotency_key,
                 answers=body.answers,
+                on_busy=body.on_busy,
             )
         except InvalidInputError:
             await app.get_session(session_id)  # an unknown session is a 404 whatever the input

@@ -260,8 +260,14 @@ class App(Definitions):
         idempotency_key: str | None = None,
         answers: str | None = None,
         channel: Any = None,
+        on_busy: str | None = None,
     ) -> Receipt:
-        """Give the session an input; it is durable when this returns."""
+        """Give the session an input; it is durable when this returns.
+
+        ``on_busy`` says what it does if a turn of the session is running:
+        ``"queue"``, ``"steer"``, ``"interrupt"`` or ``"merge"`` (None: the
+        agent's ``on_busy``); the receipt's ``status`` says what happened.
+        """
         runtime = self.runtime
         new = NewInput(
             check.check_source(source),
@@ -270,6 +276,7 @@ class App(Definitions):
             {},
             check.check_key(idempotency_key, "idempotency_key"),
             check.check_key(answers, "answers", check.MAX_ID_CHARS),
+            on_busy=check.check_on_busy(on_busy),
         )
         if not new.text and new.payload_json == "null":
             raise InvalidInputError("text", "an input needs text or a payload; both are empty")
@@ -470,9 +477,10 @@ class App(Definitions):
         idempotency_key: str | None = None,
         answers: str | None = None,
         channel: Any = None,
+        on_busy: str | None = None,
     ) -> Receipt:
         return run_sync(
-            self.send(session_id, text, payload, source, idempotency_key, answers, channel)
+            self.send(session_id, text, payload, source, idempotency_key, answers, channel, on_busy)
         )
 
     def wait_sync(self, turn_id: str, timeout: float | None = None) -> Turn:

@@ -11,6 +11,7 @@ from turnkit.agent.config import resolve_agent_model
 from turnkit.agent.output import OutputType
 from turnkit.errors import UnknownAgentError
 from turnkit.providers.base import Model, ModelSettings, settings_from
+from turnkit.sessions.model.inputs import ON_BUSY
 from turnkit.sessions.render.ask import ask_tool
 from turnkit.tools import Tool, is_tool_source, tool
 
@@ -31,6 +32,7 @@ class AgentDef:
     output: OutputType | None = None
     output_retries: int = 1
     compaction: Compaction | None = None  # its model resolved (a Model) when it has one
+    on_busy: str = "queue"  # what an input does while a turn runs (SPEC 7, "Input while busy")
 
 
 class Definitions:
@@ -61,6 +63,7 @@ class Definitions:
         output_type: Any = None,
         output_retries: int = 1,
         compaction: Compaction | None = None,
+        on_busy: str = "queue",
     ) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
         """Define an agent whose render function gives the system text of each model call.
 
@@ -68,7 +71,12 @@ class Definitions:
         for structured output as in :class:`~turnkit.AgentConfig` (the turn's
         ``output_data``); ``compaction`` (a :class:`~turnkit.Compaction`)
         summarises the older part of a long session before a model call, as a
-        recorded step (SPEC section 7, "Long sessions")."""
+        recorded step (SPEC section 7, "Long sessions"); ``on_busy`` says what an
+        input that arrives while a turn of the session runs does: ``"queue"`` (its
+        own turn after the running one), ``"steer"`` (the running turn reads it at
+        its next model call), ``"interrupt"`` (the running turn stops, the input
+        runs next) or ``"merge"`` (it joins the session's queued turn); a ``send``
+        may choose otherwise (SPEC section 7, "Input while busy")."""
         if not isinstance(name, str) or not name:
             raise ValueError(f"app.agent: the name must be a non-empty string, got {name!r}")
         if type(max_turns) is not int or max_turns < 1:
@@ -92,6 +100,10 @@ class Definitions:
         if type(output_retries) is not int or output_retries < 0:
             raise ValueError(f"app.agent({name!r}): output_retries must be an int >= 0")
         output = None if output_type is None else OutputType(output_type)
+        if on_busy not in ON_BUSY:
+            raise ValueError(
+                f"app.agent({name!r}): on_busy must be one of {', '.join(ON_BUSY)}; got {on_busy!r}"
+            )
         if compaction is not None and not isinstance(compaction, Compaction):
             raise TypeError(
                 f"app.agent({name!r}): compaction must be a turnkit.Compaction or None, "
@@ -119,6 +131,7 @@ class Definitions:
                 output,
                 output_retries,
                 summarising,
+                on_busy,
             )
             return render
 

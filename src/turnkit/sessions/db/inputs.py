@@ -4,7 +4,9 @@ All of it happens inside the transaction that stores the input, with the
 session row locked, so an answer racing a held input gets one consistent
 outcome, and nothing held is lost or delivered twice, even across a crash.
 
-- No open question: the input gets a queued turn.
+- No open question: the input gets a queued turn, or, while the session is
+  busy, joins the running turn or a queued one as its ``on_busy`` policy
+  says (None: its agent's): see :mod:`.busy`.
 - A question is open and the input answers it (it comes from a person,
   ``user`` or ``channel``, or names the question with ``answers``): the
   answer's turn is queued with ``answer`` and ``steering`` set. Steering is
@@ -23,6 +25,7 @@ import sqlalchemy as sa
 
 from turnkit.errors import SessionEndedError
 from turnkit.sessions._values import dumps, new_id, now, when
+from turnkit.sessions.db import busy
 from turnkit.sessions.db import schema as t
 from turnkit.sessions.db.store import Store, Tx
 from turnkit.sessions.db.turns import queue_turn
@@ -46,6 +49,7 @@ class NewInput:
         "details",
         "hops",
         "idempotency_key",
+        "on_busy",
         "payload_json",
         "source",
         "text",
@@ -61,6 +65,7 @@ class NewInput:
         answers: str | None = None,
         describe: str | None = None,
         hops: int = 0,
+        on_busy: str | None = None,
     ) -> None:
         self.source = source
         self.text = text
@@ -70,6 +75,7 @@ class NewInput:
         self.answers = answers
         self.describe = describe  # the text its input.received event shows, if not its own
         self.hops = hops  # outcomes and sub-agent tasks that led here (AgentInput.hops)
+        self.on_busy = on_busy  # "queue" | "steer" | "interrupt" | "merge"; None: the agent's
 
 
 def accept_input(store: Store, session_id: str, new: NewInput) -> Receipt:
@@ -91,22 +97,25 @@ def accept(tx: Tx, session_id: str, new: NewInput) -> Receipt:
     session = tx.lock_session(session_id)
     if new.idempotency_key is not None:
         first = tx.execute(
-            sa.select(t.inputs.c.id, t.inputs.c.turn_id).where(
+            sa.select(
+                t.inputs.c.id, t.inputs.c.turn_id, t.inputs.c.held, t.inputs.c.steering_of
+            ).where(
                 t.inputs.c.session_id == session_id,
                 t.inputs.c.idempotency_key == new.idempotency_key,
             )
         ).first()
         if first is not None:
-            status = "queued" if first.turn_id else "held"
-            return Receipt(first.id, first.turn_id, status, duplicate=True)
+            turn_id, status = busy.receipt_of(tx, first)
+            return Receipt(first.id, turn_id, status, duplicate=True)  # type: ignore[arg-type]
     if session.ended:
         raise SessionEndedError(session_id)
     stored = None if session.question is None else json.loads(session.question)
     if stored is None:
         input_id, agent_input = _insert(tx, session_id, new, held=False)
-        turn_id = queue_turn(tx, session_id, input_id, agent_input)
+        policy = new.on_busy or tx.store.on_busy(session.agent)
+        turn_id, status = busy.route(tx, session_id, policy, input_id, agent_input)
         _received(tx, session_id, input_id, new, turn_id, held=False)
-        return Receipt(input_id, turn_id, "queued")
+        return Receipt(input_id, turn_id, status)  # type: ignore[arg-type]
     if new.answers == stored["id"] or (new.answers is None and new.source in PEOPLE):
         return _answer(tx, session_id, new, stored)
     input_id, _ = _insert(tx, session_id, new, held=True)

@@ -20,8 +20,8 @@ import sqlalchemy as sa
 
 from turnkit.messages import Message, ToolResultBlock, ToolUseBlock
 from turnkit.sessions._values import dumps
+from turnkit.sessions.db import busy, turns
 from turnkit.sessions.db import schema as t
-from turnkit.sessions.db import turns
 from turnkit.sessions.db.conversation import Conversation, Conversations
 from turnkit.sessions.db.store import Store, Tx
 from turnkit.sessions.model.events import (
@@ -33,9 +33,17 @@ from turnkit.sessions.model.events import (
 from turnkit.sessions.model.inputs import AgentInput
 from turnkit.sessions.model.records import Question
 from turnkit.sessions.model.status import TurnState
-from turnkit.sessions.render.present import input_message
+from turnkit.sessions.render.present import input_message, steered_message
 
-__all__ = ["Claim", "Journal", "PendingWrites", "Step", "compaction_key", "tool_step_key"]
+__all__ = [
+    "Claim",
+    "Journal",
+    "PendingWrites",
+    "Step",
+    "compaction_key",
+    "steering_key",
+    "tool_step_key",
+]
 
 _KEY_LIMIT = 300  # the steps table's key column
 
@@ -283,6 +291,35 @@ class Journal:
             )
             tx.emit(claim.session_id, event, claim.turn_id)
 
+    # -- steered inputs (db/busy.py) ----------------------------------------------
+
+    def has_steered(self, claim: Claim) -> bool:
+        """Whether inputs wait to join the running turn (a read before a model call)."""
+        with self.store.read() as conn:
+            return busy.has_steered(conn, claim.turn_id)
+
+    def deliver_steered(
+        self, claim: Claim, number: int, index: int, pending: PendingWrites
+    ) -> Message | None:
+        """Take what was steered into the turn, as the user message ``index`` of the
+        turn, read by model call ``number``: its step, message and events in one
+        transaction, with what the turn had buffered (written first, so the message
+        comes after the latest tool results). None, writing nothing, when nothing
+        waits or the turn has ended."""
+        with self.store.write() as tx:
+            if not _still_running(tx, claim):
+                return None
+            taken = busy.take_steered(tx, claim.session_id, claim.turn_id)
+            if not taken:
+                return None
+            self._write(tx, claim.session_id, claim.turn_id, pending)
+            message = steered_message([item for _, item in taken], claim.turn_id)
+            step = busy.steering_step(message, [input_id for input_id, _ in taken])
+            values = {"turn_id": claim.turn_id, "key": steering_key(number), "status": "done"}
+            tx.execute(t.steps.insert().values(**values, result=dumps(step)))
+            self._add_message(tx, claim.session_id, claim.turn_id, index, message)
+            return message
+
     def finish(
         self,
         claim: Claim,
@@ -330,6 +367,11 @@ class Journal:
                 self._write(tx, claim.session_id, claim.turn_id, pending)
                 turns.end_asking(tx, claim.session_id, claim.turn_id, question, resume, data_json)
             return self._claim_next(tx, claim.session_id, claim.runner_id)
+
+
+def steering_key(number: int) -> str:
+    """The step of what was steered into a turn before its model call ``number``."""
+    return f"steer:{number}"
 
 
 def compaction_key(number: int) -> str:

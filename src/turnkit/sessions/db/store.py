@@ -168,6 +168,10 @@ class Store:
         self._on_commit = on_commit
         self._write_lock = threading.Lock() if databases.sqlite else contextlib.nullcontext()
         self.listeners: list[TurnEndListener] = []
+        # Input while busy (db/busy.py): an agent's on_busy policy, and how a turn
+        # running in this process is stopped at once (turn id, reason).
+        self.on_busy: Callable[[str], str] = lambda agent: "queue"
+        self.cancel_local: Callable[[str, str], object] | None = None
 
     @contextmanager
     def write(self) -> Iterator[Tx]:

@@ -6,6 +6,7 @@
                          │                  │  └───► failed      (reason + error)
                          │                  └──────► cancelled   (cancel, end, interrupt)
                          ├──question asked──► cancelled (reason "held": its input is held)
+                         ├──steered in──────► cancelled (reason "steered": the running turn read it)
                          └──session ended───► cancelled (reason "session_ended")
 
 Each transition is an ``UPDATE ... WHERE id = :id AND status IN (...)``
@@ -57,6 +58,7 @@ __all__ = [
     "end_asking",
     "end_session",
     "end_turn",
+    "fold_queued",
     "hold_queued",
     "input_hops",
     "queue_turn",
@@ -275,10 +277,19 @@ def hold_queued(tx: Tx, session_id: str) -> None:
         .where(t.turns.c.session_id == session_id, t.turns.c.status == TurnState.QUEUED)
         .order_by(t.turns.c.seq)
     ).all()
-    for turn_id, input_id in queued:
+    for turn_id, _ in queued:
         if end_turn(tx, session_id, turn_id, TurnState.CANCELLED, reason="held"):
-            statement = t.inputs.update().where(t.inputs.c.id == input_id)
-            tx.execute(statement.values(held=True, turn_id=None))
+            # Its input and any merged into it; one steered into the asking turn
+            # is held like the rest (and no longer names that turn).
+            statement = t.inputs.update().where(t.inputs.c.turn_id == turn_id)
+            tx.execute(statement.values(held=True, turn_id=None, steering_of=None))
+
+
+def fold_queued(tx: Tx, turn_id: str, reason: str) -> bool:
+    """A queued turn whose input another turn took (a steered input's fallback):
+    cancelled with ``reason`` and told to nobody (no event, no outcome), as nobody
+    was told of it; whether it was still queued."""
+    return _transition(tx, turn_id, TurnState.CANCELLED, _QUEUED, reason=reason, ended_at=now())
 
 
 def cancel_queued(tx: Tx, session_id: str, reason: str) -> list[str]:

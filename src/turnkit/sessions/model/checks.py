@@ -27,7 +27,7 @@ from turnkit.errors import InvalidInputError, InvalidMessageError
 from turnkit.messages._json import freeze_json, thaw
 from turnkit.messages._limits import MAX_INT, MIN_INT
 from turnkit.sessions._values import dumps
-from turnkit.sessions.model.inputs import SOURCES, Channel
+from turnkit.sessions.model.inputs import ON_BUSY, SOURCES, Channel
 from turnkit.sessions.model.status import SessionState
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "check_id",
     "check_key",
     "check_limit",
+    "check_on_busy",
     "check_payload",
     "check_seq",
     "check_session_status",
@@ -108,6 +109,13 @@ def check_session_status(value: object) -> SessionState:
 def check_source(value: object) -> str:
     if value not in SOURCES:
         raise InvalidInputError("source", f"must be one of {', '.join(SOURCES)}; got {value!r}")
+    return value  # type: ignore[return-value]
+
+
+def check_on_busy(value: object, field: str = "on_busy") -> str | None:
+    """An input's policy for a busy session (None: its agent's)."""
+    if value is not None and value not in ON_BUSY:
+        raise InvalidInputError(field, f"must be one of {', '.join(ON_BUSY)}; got {value!r}")
     return value  # type: ignore[return-value]
 
 

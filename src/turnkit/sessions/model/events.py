@@ -19,6 +19,7 @@ __all__ = [
     "HistoryCompacted",
     "InputReceived",
     "InputRefused",
+    "InputSteered",
     "MessageAdded",
     "QuestionAsked",
     "ScheduleFailed",
@@ -53,6 +54,16 @@ class InputReceived(SessionEvent):
     source: str
     text: str | None
     held: bool
+
+
+@dataclass(frozen=True, slots=True)
+class InputSteered(SessionEvent):
+    """An input sent with ``on_busy="steer"`` joined the running turn ``turn_id``:
+    the model reads it at this model call (the ``message`` event that follows)."""
+
+    type: ClassVar[str] = "input.steered"
+    input_id: str
+    turn_id: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +212,7 @@ EVENT_TYPES: dict[str, type[SessionEvent]] = {
     cls.type: cls
     for cls in (
         InputReceived,
+        InputSteered,
         TurnStarted,
         MessageAdded,
         ToolStarted,

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from turnkit.messages._json import freeze_json, thaw
 
 __all__ = [
+    "ON_BUSY",
     "SOURCES",
     "AgentInput",
     "Answer",
@@ -23,12 +24,16 @@ __all__ = [
     "EventResult",
     "HeldInput",
     "InputSource",
+    "OnBusy",
     "ScheduleInfo",
     "WebhookInfo",
 ]
 
 InputSource = Literal["user", "channel", "schedule", "webhook", "subagent", "system", "event"]
 SOURCES: tuple[str, ...] = ("user", "channel", "schedule", "webhook", "subagent", "system", "event")
+OnBusy = Literal["queue", "steer", "interrupt", "merge"]
+ON_BUSY: tuple[str, ...] = ("queue", "steer", "interrupt", "merge")
+"""What an input that arrives while a turn of its session runs does (SPEC 7, "Input while busy")."""
 
 
 class _Record:
@@ -87,7 +92,8 @@ class Answer(_Record):
 
 @dataclass(frozen=True, slots=True)
 class HeldInput(_Record):
-    """An input that arrived while a question was open; delivered as steering."""
+    """Another input delivered with a turn's own: one held while a question was open
+    (``AgentInput.steering``) or one merged into a queued turn (``AgentInput.merged``)."""
 
     text: str | None
     payload: Any
@@ -177,6 +183,8 @@ class AgentInput(_Record):
     frozen JSON. ``hops`` counts the turn outcomes and sub-agent tasks that
     led to this input (0 for one from outside: a person, a channel, a
     webhook, a schedule); the App refuses inputs past its ``max_hops``.
+    ``merged`` holds the inputs that joined this turn while it was queued
+    (``on_busy="merge"``), in arrival order, after this one.
     """
 
     source: InputSource
@@ -192,6 +200,7 @@ class AgentInput(_Record):
     provider_time: datetime | None = None
     id: str | None = None
     hops: int = 0
+    merged: tuple[HeldInput, ...] = ()
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AgentInput:
@@ -210,6 +219,7 @@ class AgentInput(_Record):
             values[name] = value
         values["payload"] = freeze_json(data.get("payload"))
         values["steering"] = tuple(HeldInput.from_dict(h) for h in data.get("steering") or ())
+        values["merged"] = tuple(HeldInput.from_dict(h) for h in data.get("merged") or ())
         values["received_at"] = _time(data.get("received_at"))
         values["provider_time"] = _time(data.get("provider_time"))
         return cls(**values)

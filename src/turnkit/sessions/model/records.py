@@ -19,6 +19,7 @@ __all__ = [
     "Question",
     "QuestionOption",
     "Receipt",
+    "ReceiptStatus",
     "Session",
     "SessionStatus",
     "Turn",
@@ -27,6 +28,7 @@ __all__ = [
 
 SessionStatus = Literal["idle", "running", "awaiting_input", "ended"]
 TurnStatus = Literal["queued", "running", "completed", "failed", "cancelled"]
+ReceiptStatus = Literal["queued", "held", "steered", "merged"]
 EventType = Literal[
     "input.received",
     "turn.started",
@@ -135,11 +137,16 @@ class Turn:
 
 @dataclass(frozen=True, slots=True)
 class Receipt:
-    """What ``send`` accepted: the input's id, and its turn's (None while held)."""
+    """What ``send`` accepted: the input's id, and its turn's (None while held).
+
+    ``status``: ``queued`` (its own turn), ``held`` (a question is open),
+    ``steered`` (it joins the running turn, ``turn_id``) or ``merged`` (it
+    joins the queued turn ``turn_id``); see SPEC section 7, "Input while busy".
+    """
 
     input_id: str
     turn_id: str | None
-    status: Literal["queued", "held"]
+    status: ReceiptStatus
     duplicate: bool = False
 
 

@@ -62,6 +62,8 @@ class DurableModel(Model):
         self.ask_call: str | None = None
         # Awaited first in each call (the turn's compaction stores what the loop made).
         self.before_call: Callable[[], Awaitable[None]] | None = None
+        # What joins the turn before model call n (replayed or not): runtime/steering.py.
+        self.steer: Callable[[int, bool], Awaitable[Message | None]] | None = None
 
     async def _render(self) -> tuple[str | None, tuple[Any, ...]]:
         agent = self._agent
@@ -106,12 +108,18 @@ class DurableModel(Model):
         # Tools the loop itself added (structured output's) stay; the rest come from the render.
         added = tuple(spec for spec in request.tools if spec.name not in self._agent.tools)
         request = dataclasses.replace(request, system=system, tools=(*specs, *added))
-        key = f"model:{self._calls}"
+        number = self._calls
+        key = f"model:{number}"
         self._calls += 1
+        recorded = None
         if self._claim.resumed:  # a replay: answer from the record while there is one
             recorded = await asyncio.to_thread(self._journal.step, self._claim.turn_id, key)
-            if recorded is not None:
-                return _response_from(recorded.result)
+        if self.steer is not None:  # inputs steered into the turn, after the latest results
+            joined = await self.steer(number, recorded is not None)
+            if joined is not None:
+                request = dataclasses.replace(request, messages=(*request.messages, joined))
+        if recorded is not None:
+            return _response_from(recorded.result)
         response = await self._agent.model.request(request)
         self._pending.steps.append((key, _response_dict(response)))
         return response

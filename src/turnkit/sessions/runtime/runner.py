@@ -40,6 +40,7 @@ from turnkit.sessions.render.ask import ASK, ask_tool, question_for
 from turnkit.sessions.runtime.compacting import TurnCompaction
 from turnkit.sessions.runtime.conversions import KeptConversions
 from turnkit.sessions.runtime.durable import DurableModel, RenderError, describe_error
+from turnkit.sessions.runtime.steering import TurnSteering
 from turnkit.sessions.sources.subagents import ToolCallScope, current_call
 from turnkit.tools import ToolInputError, execute_tool_call
 
@@ -103,6 +104,11 @@ class TurnExecution:
         )
         if self.compacting is not None:  # what the loop compacted is stored before the call
             self.model.before_call = self.compacting.store_new
+        steering = TurnSteering(
+            self.journal, claim, self.pending, lambda: self.index + 1, self._steered
+        )
+        self.model.steer = steering.before_call
+        self.state: RunState | None = None
         self.index = 0  # messages produced so far (the input is 0)
         self.held_results: list[ToolResultBlock] = []  # other results, held with a question
 
@@ -121,7 +127,7 @@ class TurnExecution:
             compaction=None if self.compacting is None else self.compacting.settings,
             conversion=self.worker.conversions.of(self.claim.session_id),
         )
-        state = RunState(self.claim.turn_id, self.claim.history)
+        state = self.state = RunState(self.claim.turn_id, self.claim.history)
         if self.compacting is not None:
             self.compacting.watch(state)
         try:
@@ -147,6 +153,12 @@ class TurnExecution:
             return
         self.index += 1
         self.pending.messages.append((self.index, message))
+
+    def _steered(self, message: Message) -> None:
+        """Inputs steered into the turn joined it (stored as its next message)."""
+        assert self.state is not None
+        self.state.added.append(message)
+        self.index += 1
 
     def _write(self, fn: Callable[..., Any], *args: Any) -> Awaitable[Any]:
         return asyncio.to_thread(fn, *args)

@@ -85,6 +85,8 @@ class Runtime:
                 self.notifier,
                 self.dispatcher.has_spare_slot,
             )
+            self.store.on_busy = self._on_busy
+            self.store.cancel_local = self.worker.cancel
             self.dispatcher.launch(self.worker.run_session if s.workers else None)
             if s.workers:  # after DBOS's own recovery: the runners it could not know of
                 self.dispatcher.recover(self.store)
@@ -92,6 +94,10 @@ class Runtime:
         except BaseException:
             databases.dispose()
             raise
+
+    def _on_busy(self, agent: str) -> str:
+        found = self.definitions.agents.get(agent)
+        return "queue" if found is None else found.on_busy
 
     def close(self) -> None:
         try:
