@@ -162,6 +162,8 @@ class Store:
         self._on_commit = on_commit
         self._write_lock = threading.Lock() if databases.sqlite else contextlib.nullcontext()
         self.listeners: list[TurnEndListener] = []
+        # Called inside each write transaction that appended events (Postgres NOTIFY).
+        self.publish: Callable[[Tx], None] | None = None
 
     @contextmanager
     def write(self) -> Iterator[Tx]:
@@ -172,6 +174,8 @@ class Store:
             with self._write_lock, self.databases.write.begin() as conn:
                 tx = Tx(conn, self)
                 yield tx
+                if tx.appended and self.publish is not None:
+                    self.publish(tx)  # other processes' followers (Postgres NOTIFY)
         except BaseException:
             for undo in tx.undo if tx is not None else ():
                 undo()
