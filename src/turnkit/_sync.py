@@ -8,6 +8,9 @@
   does: await an async one, run a sync one in a daemon worker thread (reused
   from call to call) so it never blocks the event loop, and one that never
   returns can be abandoned.
+- :func:`call_within`: the same with a deadline (:class:`CallTimeout`), as
+  tools run: a sync function's deadline is a timer on its own future, so
+  the call costs one hand-over each way and nothing more.
 
 ``asyncio`` and ``inspect`` are imported inside the functions: loading them
 at import time costs ``import turnkit`` tens of milliseconds.
@@ -19,7 +22,9 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 __all__ = [
+    "CallTimeout",
     "call_sync_or_async",
+    "call_within",
     "is_async_callable",
     "maybe_await",
     "run_in_thread",
@@ -71,9 +76,62 @@ async def call_sync_or_async(fn: Callable[..., Any], /, *args: Any, **kwargs: An
 
     A sync function that returns an awaitable has that awaited too.
     """
-    if is_async_callable(fn):
-        return await fn(*args, **kwargs)
-    return await maybe_await(await run_in_thread(fn, *args, **kwargs))
+    return await call_within(fn, args, kwargs, None)
+
+
+class CallTimeout(Exception):
+    """A call's deadline passed: an async one was cancelled, a sync one abandoned."""
+
+
+async def call_within(
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    timeout_s: float | None,
+    *,
+    is_async: bool | None = None,
+) -> Any:
+    """:func:`call_sync_or_async` with a deadline: past ``timeout_s`` (None: no
+    limit), :class:`CallTimeout`; a ``TimeoutError`` the function raises itself
+    passes through as it is. ``is_async`` is :func:`is_async_callable` of
+    ``fn`` when the caller knows it already.
+
+    A sync function costs one hand-over to a worker thread and one back, its
+    deadline one timer on that call's future. What it returns, if awaitable,
+    is awaited within the same deadline.
+    """
+    import asyncio
+
+    if is_async is None:
+        is_async = is_async_callable(fn)
+    if is_async:
+        value = fn(*args, **kwargs)
+    else:
+        start = 0.0 if timeout_s is None else asyncio.get_running_loop().time()
+        value = await _in_thread(fn, args, kwargs, timeout_s)
+        if not _awaitable(value):
+            return value
+        if timeout_s is not None:  # the rest of the same deadline
+            timeout_s -= asyncio.get_running_loop().time() - start
+    if timeout_s is None:
+        return await value
+    deadline = asyncio.timeout(timeout_s)
+    try:
+        async with deadline:
+            return await value
+    except TimeoutError:
+        if deadline.expired():
+            raise CallTimeout from None
+        raise
+
+
+def _awaitable(value: object) -> bool:
+    kind = type(value)
+    if kind is int or kind is str or value is None:  # what most tools return
+        return False
+    import inspect
+
+    return inspect.isawaitable(value)
 
 
 async def run_in_thread(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
@@ -86,21 +144,20 @@ async def run_in_thread(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T
     hand-over each way per call, no thread start): an abandoned call keeps
     its thread, and the next call gets another.
     """
+    return await _in_thread(fn, args, kwargs, None)  # type: ignore[no-any-return]
+
+
+async def _in_thread(
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], timeout_s: float | None
+) -> Any:
+    """:func:`run_in_thread`; past ``timeout_s`` the call is abandoned (:class:`CallTimeout`)."""
     import asyncio
     import contextlib
     import contextvars
 
     loop = asyncio.get_running_loop()
-    future: asyncio.Future[T] = loop.create_future()
+    future: asyncio.Future[Any] = loop.create_future()
     context = contextvars.copy_context()
-
-    def settle(ok: bool, outcome: Any) -> None:
-        if future.done():  # abandoned: cancelled or timed out
-            return
-        if ok:
-            future.set_result(outcome)
-        else:
-            future.set_exception(outcome)
 
     def work() -> Callable[[], None]:
         try:
@@ -110,12 +167,32 @@ async def run_in_thread(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T
 
         def hand_back() -> None:
             with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
-                loop.call_soon_threadsafe(settle, ok, outcome)
+                loop.call_soon_threadsafe(_settle, future, ok, outcome)
 
         return hand_back
 
     _workers().submit(work)
-    return await future
+    if timeout_s is None:
+        return await future
+    timer = loop.call_later(timeout_s, _expire, future)
+    try:
+        return await future
+    finally:
+        timer.cancel()
+
+
+def _expire(future: Any) -> None:
+    if not future.done():
+        future.set_exception(CallTimeout())
+
+
+def _settle(future: Any, ok: bool, outcome: Any) -> None:
+    if future.done():  # abandoned: cancelled or timed out
+        return
+    if ok:
+        future.set_result(outcome)
+    else:
+        future.set_exception(outcome)
 
 
 class _Workers:

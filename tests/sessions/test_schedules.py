@@ -278,3 +278,24 @@ async def test_a_schedule_whose_session_ended_stores_nothing_and_moves_on(db_url
         assert await app.run_schedules(start + timedelta(hours=1, minutes=5)) == []
         inputs = [e for e in await app.events(first.session_id) if e.type == "input.received"]
         assert len(inputs) == 1
+
+
+def test_a_bad_schedule_session_key_names_every_accepted_form() -> None:
+    app = App("sqlite:////nonexistent/unused.db")
+    app.agent("digest", model=ScriptedModel(["x"]))(lambda: "x")
+
+    def schedule(id: str, key: object) -> None:
+        app.schedule(id, "0 9 * * *", "digest", dispatch={"text": "go"}, session_key=key)  # type: ignore[arg-type]
+
+    for bad in (42, b"nightly", ["nightly"]):
+        with pytest.raises(ValueError) as caught:
+            schedule("s", bad)
+        assert str(caught.value) == (
+            "app.schedule('s'): session_key must be a string (one session for every fire), "
+            "a function of the ScheduleInfo that returns the session's key, or None "
+            f"(the schedule's own session); got {type(bad).__name__}"
+        )
+    with pytest.raises(ValueError, match=r"app\.schedule\('s'\): session_key: must be a non-empty"):
+        schedule("s", "")
+    schedule("s", "nightly")
+    schedule("t", lambda info: "k")

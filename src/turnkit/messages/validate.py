@@ -86,6 +86,15 @@ def _over_limit(over: OverLimit, path: str) -> InvalidMessageError:
 
 
 def _check_unique_tool_ids(messages: tuple[Message, ...], path: str) -> None:
+    ids = [
+        block.id
+        for message in messages
+        if message.role == "assistant"
+        for block in message.content
+        if type(block) is ToolUseBlock
+    ]
+    if len(set(ids)) == len(ids):
+        return
     first_seen: dict[str, tuple[int, int]] = {}
     for index, message in enumerate(messages):
         if message.role != "assistant":

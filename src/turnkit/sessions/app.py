@@ -82,6 +82,9 @@ class App(Definitions):
     define the same agents. ``fire_schedules=False`` leaves firing schedules
     to other processes or to explicit ``run_schedules(now)`` calls (tests);
     by default a started App calls it at start and each minute.
+    ``max_hops``: how long a chain of turn outcomes (subscriptions) and
+    sub-agent tasks may grow from one outside input; past it the input is
+    not created and the sending session records ``input.refused``.
 
     >>> app = App("sqlite:///demo.db")
     >>> @app.agent("greeter", model="local")

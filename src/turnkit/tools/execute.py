@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
-from turnkit._sync import call_sync_or_async
+from turnkit._sync import CallTimeout, call_within
 from turnkit.errors import ToolInputError
 from turnkit.messages import FileBlock, ImageBlock, TextBlock, ToolResultBlock, ToolUseBlock, thaw
 from turnkit.tools.tool import Tool
@@ -47,7 +47,7 @@ async def execute_tool_call(call: ToolUseBlock, tools: Mapping[str, Tool]) -> To
         )
     try:
         value = await _run(found, arguments)
-    except _TimedOut:
+    except CallTimeout:
         limit = f"{found.timeout_s:g}s"
         return _error(call, f"Tool {call.name!r} did not finish within {limit}; it was abandoned.")
     except Exception as err:
@@ -67,23 +67,12 @@ def _raw_arguments_problem() -> Any:
     return raw_arguments_problem
 
 
-class _TimedOut(Exception):
-    """The tool's own deadline passed (not a TimeoutError the tool raised)."""
-
-
 async def _run(found: Tool, arguments: Mapping[str, Any]) -> Any:
-    if found.timeout_s is None:
-        return await call_sync_or_async(found.fn, **arguments)
-    import asyncio
-
-    deadline = asyncio.timeout(found.timeout_s)
-    try:
-        async with deadline:
-            return await call_sync_or_async(found.fn, **arguments)
-    except TimeoutError:
-        if deadline.expired():
-            raise _TimedOut from None
-        raise
+    """The tool's value; ``CallTimeout`` past its own deadline (not a
+    ``TimeoutError`` the tool raised). A sync tool is one thread hop."""
+    return await call_within(
+        found.fn, (), arguments, found.timeout_s, is_async=found.is_async  # type: ignore[arg-type]
+    )
 
 
 def describe_error(err: BaseException, with_type: bool = True) -> str:

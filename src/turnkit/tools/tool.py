@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
+from turnkit._sync import is_async_callable
 from turnkit.errors import InvalidMessageError, ToolInputError
 from turnkit.messages import FrozenDict, thaw
 from turnkit.messages._checks import need_str
@@ -68,6 +69,8 @@ class Tool:
     timeout_s: float | None = field(default=DEFAULT_TOOL_TIMEOUT_S, kw_only=True)
     needs_approval: bool | ApprovalCheck = field(default=False, kw_only=True)
     _schema_check: Any = field(default=None, init=False, repr=False, compare=False)
+    is_async: bool = field(default=False, init=False, repr=False, compare=False)
+    """Whether ``fn`` is async (else it runs in a worker thread); decided once."""
 
     def __post_init__(self) -> None:
         if isinstance(self.name, str) and type(self.name) is not str:  # a plain copy
@@ -93,6 +96,7 @@ class Tool:
             object.__setattr__(self, "input_schema", schema)
         if not callable(self.fn):
             raise TypeError(f"tool {self.name!r}: fn must be callable")
+        object.__setattr__(self, "is_async", is_async_callable(self.fn))
         timeout = self.timeout_s
         if timeout is not None and (
             isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
