@@ -13,6 +13,7 @@ public methods and :attr:`App.runtime`, never this class's private names.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime
@@ -25,6 +26,7 @@ from turnkit.sessions.db.inputs import NewInput
 from turnkit.sessions.db.store import TurnEnded, Tx
 from turnkit.sessions.definitions import Definitions
 from turnkit.sessions.model import checks as check
+from turnkit.sessions.model.executors import ExecutorInfo
 from turnkit.sessions.model.inputs import AgentInput
 from turnkit.sessions.model.records import Event, Receipt, Session, Turn
 from turnkit.sessions.runtime.runtime import DEFAULT_LEASE_S, DEFAULT_MAX_HOPS, Runtime, Settings
@@ -193,6 +195,28 @@ class App(Definitions):
     def executor_id(self) -> str:
         """The id this process runs turns under."""
         return self._settings.executor_id
+
+    @property
+    def runs_turns(self) -> bool:
+        """Whether this process runs turns (``workers=True``)."""
+        return self._settings.workers
+
+    def set_workers(self, workers: bool) -> None:
+        """Run turns in this process or not (before it starts; ``serve --no-turns``)."""
+        if self._runtime is not None:
+            raise RuntimeError("set_workers before the App starts")
+        self._settings = dataclasses.replace(self._settings, workers=bool(workers))
+
+    @property
+    def database_url(self) -> str:
+        """The database this App uses (the argument, ``$TURNKIT_DATABASE_URL``, or SQLite)."""
+        from turnkit.sessions.db.engines import resolve_url
+
+        return resolve_url(self._settings.database_url)
+
+    async def executors(self) -> list[ExecutorInfo]:
+        """Every executor id on this database: who holds it, its lease, what it runs."""
+        return await asyncio.to_thread(self.runtime.executors)
 
     # -- sessions ------------------------------------------------------------
 
@@ -455,6 +479,9 @@ class App(Definitions):
 
     def get_session_sync(self, session_id: str) -> Session:
         return run_sync(self.get_session(session_id))
+
+    def executors_sync(self) -> list[ExecutorInfo]:
+        return run_sync(self.executors())
 
     def find_session_sync(self, agent: str, key: str) -> Session | None:
         return run_sync(self.find_session(agent, key))

@@ -31,8 +31,16 @@ import sqlalchemy as sa
 
 from turnkit.sessions.db import executors as leases
 from turnkit.sessions.db.executors import Holder, LeaseRow
+from turnkit.sessions.model.executors import ExecutorInfo
 
-__all__ = ["ExecutorIdInUseError", "ExecutorLease", "new_executor_id", "recover_workflows_of"]
+__all__ = [
+    "ExecutorIdInUseError",
+    "ExecutorLease",
+    "executor_infos",
+    "new_executor_id",
+    "recover_workflows_of",
+    "status_of",
+]
 
 log = logging.getLogger("turnkit.sessions")
 
@@ -57,6 +65,52 @@ def recover_workflows_of(executor_ids: list[str]) -> int:
 
     recover = DBOS._recover_pending_workflows  # dbos 3.4: re-enqueues, idempotently
     return len(recover(executor_ids))
+
+
+def executor_infos(engine: sa.Engine, running: dict[str, int]) -> list[ExecutorInfo]:
+    """The executors' leases as an operator reads them, live ones first."""
+    stamp, rows = leases.listed(engine)
+    infos = []
+    for row in rows:
+        state = row.state
+        if state == leases.LIVE and row.lease_until < stamp:
+            state = "lapsed"
+        infos.append(
+            ExecutorInfo(
+                row.id,
+                row.host,
+                row.pid,
+                row.runs_turns,
+                row.max_running,
+                state,  # type: ignore[arg-type]
+                row.started_at,
+                row.renewed_at,
+                row.lease_until,
+                row.taken_by,
+                row.taken_at,
+                running.get(row.id, 0),
+            )
+        )
+    return infos
+
+
+def status_of(url: str) -> list[ExecutorInfo]:
+    """The executors on the database at ``url``, read without starting an App (blocking)."""
+    from turnkit.sessions.db import schema
+    from turnkit.sessions.db.engines import Databases
+    from turnkit.sessions.runtime.dispatch import Dispatcher
+
+    databases = Databases(url)
+    try:
+        schema.migrate(databases.write)
+        dispatcher = Dispatcher(databases, "status", 1.0, 1)
+        dispatcher.launch(None)  # the client only
+        try:
+            return executor_infos(databases.write, dispatcher.running_by_executor())
+        finally:
+            dispatcher.shutdown()
+    finally:
+        databases.dispose()
 
 
 class ExecutorLease:

@@ -21,9 +21,14 @@ from turnkit.sessions.db.inputs import NewInput, accept_input
 from turnkit.sessions.db.steps import Journal
 from turnkit.sessions.db.store import Store, TurnEndListener, ended_key
 from turnkit.sessions.model.events import InputRefused
+from turnkit.sessions.model.executors import ExecutorInfo
 from turnkit.sessions.model.records import Event, Receipt, Session, Turn
 from turnkit.sessions.runtime.dispatch import Dispatcher
-from turnkit.sessions.runtime.executors import ExecutorLease, recover_workflows_of
+from turnkit.sessions.runtime.executors import (
+    ExecutorLease,
+    executor_infos,
+    recover_workflows_of,
+)
 from turnkit.sessions.runtime.listen import publisher, start_listening
 from turnkit.sessions.runtime.notify import Notifier, change_feed
 from turnkit.sessions.runtime.runner import TurnWorker
@@ -129,6 +134,12 @@ class Runtime:
                 self.listener.close()
             self.notifier.close()
             self.databases.dispose()
+
+    # -- executors -------------------------------------------------------------
+
+    def executors(self) -> list[ExecutorInfo]:
+        """Every executor id on this database, its lease and its running runners (blocking)."""
+        return executor_infos(self.databases.write, self.dispatcher.running_by_executor())
 
     # -- inputs and sessions ---------------------------------------------------
 
