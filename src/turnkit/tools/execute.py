@@ -71,11 +71,7 @@ async def _run(found: Tool, arguments: Mapping[str, Any]) -> Any:
     """The tool's value; ``CallTimeout`` past its own deadline (not a
     ``TimeoutError`` the tool raised). A sync tool is one thread hop."""
     return await call_within(
-        found.fn,
-        (),
-        arguments,
-        found.timeout_s,
-        is_async=found.is_async,  # type: ignore[arg-type]
+        found.fn, (), arguments, found.timeout_s, is_async=found.is_async  # type: ignore[arg-type]
     )
 
 
