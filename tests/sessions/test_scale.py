@@ -132,9 +132,7 @@ async def test_kill_one_of_three_workers_mid_load_its_turns_resume_elsewhere(
     ends = [end for runner, end in turn_ends(postgres_url) if runner in runners and end > killed_at]
     assert ends, "no turn of the killed worker resumed"
     recovery = min(ends) - killed_at
-    print(
-        f"\nrecovery after kill -9 (lease {lease} s): first resumed turn ended {recovery:.2f} s later"
-    )
+    print(f"\nrecovery after kill -9 (lease {lease} s): first resumed turn in {recovery:.2f} s")
     assert recovery < lease + 5
     history_rows = count(postgres_url, "SELECT count(*) FROM turnkit_messages")
     assert history_rows == 2000  # one user and one assistant message per input: none twice
