@@ -196,9 +196,8 @@ def kill_row(admin: str, sessions: int, turns: int) -> float:
 
 FLOOR = """
 import sys, time
-from dbos import DBOS, Queue, SetEnqueueOptions
+from dbos import DBOS, SetEnqueueOptions
 url, n, sessions = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-queue = Queue("floor", partition_concurrency=1, worker_concurrency=8, polling_interval_sec=0.02)
 
 @DBOS.step()
 def model(i: int) -> str:
@@ -210,11 +209,12 @@ def turn(i: int) -> str:
 
 DBOS(config={"name": "floor", "system_database_url": url, "log_level": "WARNING"})
 DBOS.launch()
+DBOS.register_queue("floor", partition_concurrency=1, worker_concurrency=8, polling_interval_sec=0.02)
 start = time.perf_counter()
 handles = []
 for i in range(n):
     with SetEnqueueOptions(queue_partition_key=f"s{i % sessions}"):
-        handles.append(queue.enqueue(turn, i))
+        handles.append(DBOS.enqueue_workflow("floor", turn, i))
 for handle in handles:
     handle.get_result()
 print(n / (time.perf_counter() - start))
