@@ -209,7 +209,9 @@ def turn(i: int) -> str:
 
 DBOS(config={"name": "floor", "system_database_url": url, "log_level": "WARNING"})
 DBOS.launch()
-DBOS.register_queue("floor", partition_concurrency=1, worker_concurrency=8, polling_interval_sec=0.02)
+DBOS.register_queue(
+    "floor", partition_concurrency=1, worker_concurrency=8, polling_interval_sec=0.02
+)
 start = time.perf_counter()
 handles = []
 for i in range(n):

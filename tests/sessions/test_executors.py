@@ -103,7 +103,5 @@ async def test_followers_see_another_processes_events_within_100_ms(
     finally:
         worker.stop()
     lags.sort()
-    print(
-        f"\nfollow lag across processes: median {lags[5]:.3f} s, max {lags[-1]:.3f} s"
-    )
+    print(f"\nfollow lag across processes: median {lags[5]:.3f} s, max {lags[-1]:.3f} s")
     assert lags[5] < 0.1
