@@ -55,7 +55,8 @@ def test_turnkit_serve_runs_an_example_app_over_http(tmp_path: Path) -> None:
 def drive(base: str) -> None:
     auth = {"Authorization": f"Bearer {KEY}"}
     with httpx2.Client(base_url=base, headers=auth, timeout=60) as http:
-        assert http.get("/healthz").json() == {"status": "ok"}
+        health = http.get("/healthz").json()
+        assert health["status"] == "ok" and health["runs_turns"] and health["executor_id"]
         assert http.get("/sessions/x", headers={"Authorization": "Bearer no"}).status_code == 401
         sid = http.post("/sessions", json={"agent": "support", "key": "c-1"}).json()["id"]
         receipt = http.post(f"/sessions/{sid}/turns", json={"input": {"text": "Where is it?"}})

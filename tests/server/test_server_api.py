@@ -63,7 +63,10 @@ def test_sessions_turns_messages_and_events_over_http(db_url: str, auth: dict) -
         assert http.post(f"/sessions/{sid}/cancel").json() == {"turn_id": None}
         ended = http.post(f"/sessions/{sid}/end")
         assert ended.status_code == 200 and ended.json()["status"] == "ended"
-        assert http.get("/healthz").json() == {"status": "ok"}
+        health = http.get("/healthz").json()
+        assert health == {"status": "ok", "executor_id": health["executor_id"], "runs_turns": True}
+        (executor,) = http.get("/executors").json()
+        assert executor["id"] == health["executor_id"] and executor["state"] == "live"
 
 
 def test_the_api_key_guards_everything_but_health_openapi_and_webhooks(db_url: str) -> None:

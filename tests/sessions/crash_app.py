@@ -36,6 +36,7 @@ TOOL_CALL = {
 def build(
     db: str, marker: Path, idempotent: bool, model: ScriptedModel, block: bool, **options: object
 ) -> App:
+    options.setdefault("lease_seconds", 2)  # a restart under the same id waits for it
     app = App(f"sqlite:///{db}", **options)
 
     @turnkit.tool(idempotent=idempotent)
@@ -62,6 +63,7 @@ def slow_echo(request: object) -> str:
 
 def delegating(db: str, lead_replies: list, child_replies: list, **options: object) -> App:
     """A lead agent whose tool runs a task in a researcher's child session, waiting for it."""
+    options.setdefault("lease_seconds", 2)
     app = App(f"sqlite:///{db}", **options)
     research = turnkit.subagent("researcher", "Research a topic.")
 

@@ -229,7 +229,7 @@ async def test_upgrading_to_schema_4_removes_duplicate_subscriptions(any_db_url:
                         created_at=0.0,
                     )
                 )
-        assert schema.migrate(databases.write) == 4
+        assert schema.migrate(databases.write) == schema.SCHEMA_VERSION
         with databases.read.begin() as conn:
             rows = conn.execute(sa.select(schema.subscriptions.c.id)).scalars().all()
             assert sorted(rows) == ["sub_0", "sub_2"]

@@ -25,7 +25,8 @@ Leases are held under the App's executor id. A process killed mid-post
 leaves its rows leased; started again with the same executor id (give each
 process a stable one, ``App(executor_id=...)`` or ``$TURNKIT_EXECUTOR_ID``),
 it takes them back at once and resumes; another process takes them when
-the lease lapses (:data:`LEASE_S`). Delivery is at least once: a post is
+the row's lease lapses (:data:`LEASE_S`), or as soon as the executor's own
+lease has (``turnkit_executors``: it died, or stopped). Delivery is at least once: a post is
 recorded as made (``done``) as soon as the channel answers, and a row's
 recorded posts are never made again; only a post whose answer was lost with
 its process (sent, not yet recorded) can be made a second time.

@@ -239,7 +239,13 @@ def claim_due(
         .subquery()
     )
     of_heads = t.channel_outbox.join(heads, c.id == heads.c.id)
-    ready = sa.and_(c.next_at <= stamp, sa.or_(c.lease_until.is_(None), c.lease_until < stamp))
+    holder_gone = sa.exists().where(
+        t.executors.c.id == c.lease_owner, t.executors.c.lease_until < stamp
+    )
+    ready = sa.and_(
+        c.next_at <= stamp,
+        sa.or_(c.lease_until.is_(None), c.lease_until < stamp, holder_gone),
+    )
     due_at = sa.case((c.lease_until > c.next_at, c.lease_until), else_=c.next_at)
     with store.read() as conn:
         rows = conn.execute(
@@ -259,14 +265,16 @@ def claim_due(
 
 
 def _claim(store: Store, row: Any, stamp: float, owner: str, lease_s: float) -> OutboxItem | None:
-    c = t.channel_outbox.c
+    c, e = t.channel_outbox.c, t.executors.c
+    # A row leased by an executor whose own lease lapsed (it died) is free at once.
+    holder_gone = sa.exists().where(e.id == c.lease_owner, e.lease_until < stamp)
     with store.write() as tx:
         taken = tx.execute(
             t.channel_outbox.update()
             .where(
                 c.id == row.id,
                 c.status == "pending",
-                sa.or_(c.lease_until.is_(None), c.lease_until < stamp),
+                sa.or_(c.lease_until.is_(None), c.lease_until < stamp, holder_gone),
             )
             .values(lease_until=stamp + lease_s, lease_owner=owner)
         )

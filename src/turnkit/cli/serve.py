@@ -31,10 +31,19 @@ def add_commands(commands: Any) -> None:
     serve.add_argument(
         "--api-key", default=None, help="bearer key clients must send (default: $TURNKIT_API_KEY)"
     )
+    serve.add_argument(
+        "--no-turns",
+        action="store_true",
+        help="accept inputs and stream events, run no turns here (workers run them)",
+    )
     serve.set_defaults(handler=_serve)
     worker = commands.add_parser("worker", help="run an App's turns, without HTTP")
     worker.add_argument("target", metavar="APP", help="app.py[:name] or module[:name]")
     worker.set_defaults(handler=_worker)
+    status = commands.add_parser("status", help="list the executors on an App's database")
+    status.add_argument("target", metavar="APP", help="app.py[:name] or module[:name]")
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(handler=_status)
 
 
 def load_app(target: str) -> Any:
@@ -84,6 +93,8 @@ def _serve(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be 0-65535, got {args.port}")
     app = load_app(args.target)
+    if args.no_turns:
+        app.set_workers(False)
     try:  # bound here, so the address printed is the real one (port 0 picks a free port)
         sock = socket.create_server((args.host, args.port), family=_family(args.host))
     except OSError as err:
@@ -92,7 +103,12 @@ def _serve(args: argparse.Namespace) -> int:
     agents = ", ".join(app.agents) or "none"
     host = f"[{args.host}]" if ":" in args.host else args.host
     guard = "API key required" if api_key else "no API key: loopback only"
-    print(f"turnkit: serving agents {agents} at http://{host}:{port} ({guard})", flush=True)
+    turns = "running turns" if app.runs_turns else "running no turns"
+    print(
+        f"turnkit: serving agents {agents} at http://{host}:{port} ({guard}) as executor "
+        f"{app.executor_id}, {turns}",
+        flush=True,
+    )
     config = uvicorn.Config(
         create_app(app, api_key), log_level="warning", timeout_graceful_shutdown=5
     )
@@ -120,5 +136,42 @@ async def _work(app: Any) -> None:
         loop.add_signal_handler(sig, stop.set)
     async with app:
         agents = ", ".join(app.agents) or "none"
-        print(f"turnkit worker: running turns of agents {agents}", flush=True)
+        print(
+            f"turnkit worker: running turns of agents {agents} as executor {app.executor_id}",
+            flush=True,
+        )
         await stop.wait()
+
+
+def _status(args: argparse.Namespace) -> int:
+    import dataclasses
+    import json
+    import time
+
+    from turnkit.sessions.runtime.executors import status_of
+
+    app = load_app(args.target)
+    infos = status_of(app.database_url)
+    if args.json:
+        print(json.dumps([dataclasses.asdict(info) for info in infos], indent=2))
+        return 0
+    from turnkit.cli.output import Printer
+
+    stamp = time.time()
+    rows = [
+        {
+            "executor": info.id,
+            "state": info.state,
+            "host": info.host,
+            "pid": str(info.pid),
+            "turns": f"{info.running}/{info.max_running}" if info.runs_turns else "none",
+            "lease": f"{info.lease_until - stamp:+.1f} s",
+            "taken by": info.taken_by or "",
+        }
+        for info in infos
+    ]
+    if rows:
+        Printer().table(rows)
+    else:
+        print("turnkit: no executors have run on this database yet")
+    return 0

@@ -20,6 +20,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
 
 from turnkit.server.events import PING_SECONDS
+from turnkit.server.executors import executor_routes
 from turnkit.server.limits import BodyLimits
 from turnkit.server.problems import install_handlers
 from turnkit.server.routes import guarded_routes, open_routes
@@ -104,6 +105,7 @@ def create_app(
     )
     install_handlers(api)
     api.include_router(guarded_routes(app, _guard(api_key), sse_ping))
+    api.include_router(executor_routes(app, _guard(api_key)))
     api.include_router(open_routes(app))
     api.add_middleware(BodyLimits)
     _document(api, app)

@@ -195,6 +195,8 @@ class ScheduleOut(BaseModel):
 
 class Health(BaseModel):
     status: Literal["ok"]
+    executor_id: str  # the process answering: see GET /executors
+    runs_turns: bool
 
 
 class Problem(BaseModel):

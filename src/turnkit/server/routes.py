@@ -239,8 +239,8 @@ def open_routes(app: Any) -> APIRouter:
 
     @router.get("/healthz")
     async def healthz() -> Health:
-        """Whether the server answers."""
-        return Health(status="ok")
+        """Whether the server answers, and which executor (process) serves it."""
+        return Health(status="ok", executor_id=app.executor_id, runs_turns=app.runs_turns)
 
     return router
 

@@ -13,6 +13,7 @@ public methods and :attr:`App.runtime`, never this class's private names.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime
@@ -25,14 +26,31 @@ from turnkit.sessions.db.inputs import NewInput
 from turnkit.sessions.db.store import TurnEnded, Tx
 from turnkit.sessions.definitions import Definitions
 from turnkit.sessions.model import checks as check
+from turnkit.sessions.model.executors import ExecutorInfo
 from turnkit.sessions.model.inputs import AgentInput
 from turnkit.sessions.model.records import Event, Receipt, Session, Turn
-from turnkit.sessions.runtime.runtime import DEFAULT_MAX_HOPS, Runtime, Settings
+from turnkit.sessions.runtime.runtime import DEFAULT_LEASE_S, DEFAULT_MAX_HOPS, Runtime, Settings
 
 __all__ = ["MAX_LIST", "App", "Extension"]
 
 MAX_LIST = 500
 """The most sessions ``list_sessions`` gives at once."""
+
+
+def _executor_id(given: str | None) -> str:
+    """The executor id in force: ``given`` (checked), else a new unique one."""
+    from turnkit.sessions.runtime.executors import new_executor_id
+
+    if given is None or given == "":
+        return new_executor_id()
+    if not isinstance(given, str):
+        raise TypeError(f"App: executor_id must be a string, got {type(given).__name__}")
+    if len(given) > 64 or not given.isprintable() or given != given.strip() or " " in given:
+        raise ValueError(
+            "App: executor_id (or $TURNKIT_EXECUTOR_ID) must be 1 to 64 printable "
+            f"characters without spaces, got {given!r}"
+        )
+    return given
 
 
 class Extension(Protocol):
@@ -52,7 +70,11 @@ class App(Definitions):
     ``database_url``: ``sqlite:///path.db`` or ``postgresql://user:pw@host/db``;
     None reads ``$TURNKIT_DATABASE_URL``, else uses SQLite at
     ``./.turnkit/turnkit.db`` (created on first use). ``executor_id`` names
-    this process to DBOS (give each process sharing a database its own);
+    this process to DBOS and to the other processes on the database (None:
+    ``$TURNKIT_EXECUTOR_ID``, else a new unique id); it is held under a lease
+    renewed every ``lease_seconds / 3``: when it lapses, a live process takes
+    over this one's unfinished turns, and a process started with an id whose
+    lease is still held waits for it to lapse (SPEC section 7, "Many processes");
     ``polling_interval`` is how often DBOS's queue is checked, in seconds
     (the queue only carries turns this process could not start at once).
     ``max_running``: how many sessions run a turn here at once; more wait on
@@ -82,15 +104,26 @@ class App(Definitions):
         fire_schedules: bool = True,
         max_running: int = 8,
         max_hops: int = DEFAULT_MAX_HOPS,
+        lease_seconds: float = DEFAULT_LEASE_S,
     ) -> None:
         if type(max_running) is not int or max_running < 1:
             raise ValueError(f"App: max_running must be an int >= 1, got {max_running!r}")
         if type(max_hops) is not int or max_hops < 1:
             raise ValueError(f"App: max_hops must be an int >= 1, got {max_hops!r}")
+        if isinstance(lease_seconds, bool) or not isinstance(lease_seconds, (int, float)):
+            raise ValueError(f"App: lease_seconds must be a number, got {lease_seconds!r}")
+        if not 0.3 <= lease_seconds <= 3600:
+            raise ValueError(f"App: lease_seconds must be 0.3 to 3600, got {lease_seconds!r}")
         super().__init__()
-        executor = executor_id or os.environ.get("TURNKIT_EXECUTOR_ID") or "local"
+        executor = _executor_id(executor_id or os.environ.get("TURNKIT_EXECUTOR_ID"))
         self._settings = Settings(
-            database_url, executor, polling_interval, workers, max_running, max_hops
+            database_url,
+            executor,
+            polling_interval,
+            workers,
+            max_running,
+            max_hops,
+            float(lease_seconds),
         )
         self._runtime: Runtime | None = None
         self._webhooks: dict[str, Any] = {}
@@ -162,6 +195,28 @@ class App(Definitions):
     def executor_id(self) -> str:
         """The id this process runs turns under."""
         return self._settings.executor_id
+
+    @property
+    def runs_turns(self) -> bool:
+        """Whether this process runs turns (``workers=True``)."""
+        return self._settings.workers
+
+    def set_workers(self, workers: bool) -> None:
+        """Run turns in this process or not (before it starts; ``serve --no-turns``)."""
+        if self._runtime is not None:
+            raise RuntimeError("set_workers before the App starts")
+        self._settings = dataclasses.replace(self._settings, workers=bool(workers))
+
+    @property
+    def database_url(self) -> str:
+        """The database this App uses (the argument, ``$TURNKIT_DATABASE_URL``, or SQLite)."""
+        from turnkit.sessions.db.engines import resolve_url
+
+        return resolve_url(self._settings.database_url)
+
+    async def executors(self) -> list[ExecutorInfo]:
+        """Every executor id on this database: who holds it, its lease, what it runs."""
+        return await asyncio.to_thread(self.runtime.executors)
 
     # -- sessions ------------------------------------------------------------
 
@@ -439,6 +494,9 @@ class App(Definitions):
 
     def get_session_sync(self, session_id: str) -> Session:
         return run_sync(self.get_session(session_id))
+
+    def executors_sync(self) -> list[ExecutorInfo]:
+        return run_sync(self.executors())
 
     def find_session_sync(self, agent: str, key: str) -> Session | None:
         return run_sync(self.find_session(agent, key))

@@ -23,7 +23,7 @@ import sqlalchemy as sa
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "tables"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 metadata = sa.MetaData()
 
@@ -216,6 +216,24 @@ channel_outbox = sa.Table(
     sa.Index("ix_turnkit_outbox_pending", "status", "id"),
 )
 
+# One row per executor id: which process holds it, and until when (see db/executors.py).
+executors = sa.Table(
+    "turnkit_executors",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("holder", sa.String(64), nullable=False),  # one process's incarnation
+    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("runs_turns", sa.Boolean, nullable=False),
+    sa.Column("max_running", sa.Integer, nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),  # live | released | taking | taken
+    sa.Column("started_at", sa.Float, nullable=False),
+    sa.Column("renewed_at", sa.Float, nullable=False),
+    sa.Column("lease_until", sa.Float, nullable=False),
+    sa.Column("taken_by", sa.String(64)),  # the executor that took over its turns
+    sa.Column("taken_at", sa.Float),
+)
+
 meta = sa.Table(
     "turnkit_meta",
     metadata,
@@ -259,11 +277,18 @@ def _unique_deliveries_and_subscriptions(conn: sa.Connection) -> None:
         index.create(conn, checkfirst=True)
 
 
+def _executor_leases(conn: sa.Connection) -> None:
+    """Version 5: every process's executor id is leased, so a lapsed one's turns are
+    taken over by a live process."""
+    metadata.create_all(conn, tables=[executors])
+
+
 # version -> the step that brings a database from version - 1 to it.
 MIGRATIONS: dict[int, Migration] = {
     2: _session_runners,
     3: _long_sessions,
     4: _unique_deliveries_and_subscriptions,
+    5: _executor_leases,
 }
 
 

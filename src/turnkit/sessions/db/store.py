@@ -172,6 +172,8 @@ class Store:
         # running in this process is stopped at once (turn id, reason).
         self.on_busy: Callable[[str], str] = lambda agent: "queue"
         self.cancel_local: Callable[[str, str], object] | None = None
+        # Called inside each write transaction that appended events (Postgres NOTIFY).
+        self.publish: Callable[[Tx], None] | None = None
 
     @contextmanager
     def write(self) -> Iterator[Tx]:
@@ -182,6 +184,8 @@ class Store:
             with self._write_lock, self.databases.write.begin() as conn:
                 tx = Tx(conn, self)
                 yield tx
+                if tx.appended and self.publish is not None:
+                    self.publish(tx)  # other processes' followers (Postgres NOTIFY)
         except BaseException:
             for undo in tx.undo if tx is not None else ():
                 undo()

@@ -262,6 +262,18 @@ class Dispatcher:
             with self._count:
                 self._running.discard(runner_id)
 
+    def running_by_executor(self) -> dict[str, int]:
+        """How many session runners each executor id runs now (DBOS's records)."""
+        assert self.client is not None, "the engine is not launched"
+        pending = self.client.list_workflows(
+            status="PENDING", name=WORKFLOW, load_input=False, load_output=False
+        )
+        counts: dict[str, int] = {}
+        for status in pending:
+            key = status.executor_id or ""
+            counts[key] = counts.get(key, 0) + 1
+        return counts
+
     # -- recovery --------------------------------------------------------------
 
     def recover(self, store: Store) -> int:

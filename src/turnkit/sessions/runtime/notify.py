@@ -144,6 +144,9 @@ class Notifier:
         self._stop = threading.Event()
         self._listeners: list[Callable[[], None]] = []
         self._all = 0  # bumped by changes whose sessions are unknown
+        # Seconds between polls of the feed; None: WATCH_INTERVAL_S. Slower while
+        # Postgres LISTEN/NOTIFY brings other processes' changes (runtime/listen.py).
+        self.poll_interval: float | None = None
 
     @contextlib.contextmanager
     def watching(self, key: str) -> Iterator[Watch]:
@@ -187,6 +190,16 @@ class Notifier:
             with contextlib.suppress(RuntimeError):  # a closed loop: its waiter is gone
                 loop.call_soon_threadsafe(event.set)
 
+    def changed_elsewhere(self, keys: set[str] | None) -> None:
+        """Another process committed changes to ``keys`` (None: to any): wake their
+        waiters, and call the :meth:`on_change` listeners."""
+        with self._lock:
+            keys = None if keys is None else {key for key in keys if key in self._keys}
+        if keys is None or keys:
+            self.notify(keys)
+        for listener in list(self._listeners):
+            listener()
+
     def on_change(self, listener: Callable[[], None]) -> None:
         """Call ``listener()`` (from the watcher thread) after changes by other connections."""
         self._listeners.append(listener)
@@ -205,7 +218,7 @@ class Notifier:
         feed = self._feed
         assert feed is not None
         last = feed.token()
-        while not self._stop.wait(WATCH_INTERVAL_S):
+        while not self._stop.wait(self.poll_interval or WATCH_INTERVAL_S):
             with self._lock:
                 following = bool(self._keys)
                 if not following and not self._listeners:

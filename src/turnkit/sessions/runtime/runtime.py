@@ -9,6 +9,7 @@ methods, never through the App's private names.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -20,8 +21,15 @@ from turnkit.sessions.db.inputs import NewInput, accept_input
 from turnkit.sessions.db.steps import Journal
 from turnkit.sessions.db.store import Store, TurnEndListener, ended_key, queued_key
 from turnkit.sessions.model.events import InputRefused
+from turnkit.sessions.model.executors import ExecutorInfo
 from turnkit.sessions.model.records import Event, Receipt, Session, Turn
 from turnkit.sessions.runtime.dispatch import Dispatcher
+from turnkit.sessions.runtime.executors import (
+    ExecutorLease,
+    executor_infos,
+    recover_workflows_of,
+)
+from turnkit.sessions.runtime.listen import publisher, start_listening
 from turnkit.sessions.runtime.notify import Notifier, change_feed
 from turnkit.sessions.runtime.runner import TurnWorker
 from turnkit.sessions.sources.subscriptions import SubscriptionFanOut
@@ -32,8 +40,11 @@ if TYPE_CHECKING:
 
 __all__ = ["Runtime", "Settings"]
 
+log = logging.getLogger("turnkit.sessions")
+
 FOLLOW_RECHECK_S = 5.0
 DEFAULT_MAX_HOPS = 8
+DEFAULT_LEASE_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +57,7 @@ class Settings:
     workers: bool
     max_running: int
     max_hops: int = DEFAULT_MAX_HOPS  # turn outcomes and sub-agent tasks in one chain
+    lease_seconds: float = DEFAULT_LEASE_S  # of the executor id (see runtime/executors.py)
 
 
 class Runtime:
@@ -64,47 +76,82 @@ class Runtime:
 
     def open(self) -> None:
         databases = self.databases = Databases(self.url)
+        self.listener = None
         try:
             schema.migrate(databases.write)
-            read = databases.read
-            self.notifier = Notifier(
-                change_feed(read, databases.sqlite),
-                lambda session_id: (session_id, ended_key(session_id), queued_key(session_id)),
-            )
             s = self.settings
-            self.dispatcher = Dispatcher(
-                databases, s.executor_id, s.polling_interval, s.max_running
+            self.lease = ExecutorLease(
+                databases.write, s.executor_id, s.lease_seconds, s.workers, s.max_running
             )
-            self.store = Store(databases, self.dispatcher, self.notifier.notify)
-            self.store.listeners = [SubscriptionFanOut(s.max_hops), *self._listeners]
-            self.journal = Journal(self.store)
-            self.worker = TurnWorker(
-                self.journal,
-                self.definitions,
-                self.delegate,
-                self.notifier,
-                self.dispatcher.has_spare_slot,
-            )
-            self.store.on_busy = self._on_busy
-            self.store.cancel_local = self.worker.cancel
-            self.dispatcher.launch(self.worker.run_session if s.workers else None)
-            if s.workers:  # after DBOS's own recovery: the runners it could not know of
-                self.dispatcher.recover(self.store)
-            self.notifier.on_change(self._check_cancels)
+            self.lease.acquire()  # before DBOS recovers this id's workflows
         except BaseException:
             databases.dispose()
             raise
+        try:
+            self._open(databases, s)
+        except BaseException:
+            self.lease.stop()
+            self.lease.release()
+            databases.dispose()
+            raise
+
+    def _open(self, databases: Databases, s: Settings) -> None:
+        self.notifier = Notifier(
+            change_feed(databases.read, databases.sqlite),
+            lambda session_id: (session_id, ended_key(session_id), queued_key(session_id)),
+        )
+        self.dispatcher = Dispatcher(databases, s.executor_id, s.polling_interval, s.max_running)
+        self.store = Store(databases, self.dispatcher, self.notifier.notify)
+        self.store.publish = publisher(databases)
+        self.store.listeners = [SubscriptionFanOut(s.max_hops), *self._listeners]
+        self.journal = Journal(self.store)
+        self.worker = TurnWorker(
+            self.journal,
+            self.definitions,
+            self.delegate,
+            self.notifier,
+            self.dispatcher.has_spare_slot,
+        )
+        self.store.on_busy = self._on_busy
+        self.store.cancel_local = self.worker.cancel
+        self.dispatcher.launch(self.worker.run_session if s.workers else None)
+        if s.workers:  # after DBOS's own recovery: the runners it could not know of
+            self.dispatcher.recover(self.store)
+        self.listener = start_listening(databases, self.notifier)
+        self.notifier.on_change(self._check_cancels)
+        self.lease.start(self._take_over if s.workers else None)
+
+    def _take_over(self, executor_ids: list[str]) -> None:
+        """From the lease thread: resume the turns of executors whose lease lapsed."""
+        resumed = recover_workflows_of(executor_ids)
+        started = self.dispatcher.recover(self.store)  # runners named there, never started
+        log.warning(
+            "turnkit: took over executors %s: %d runners resumed, %d started",
+            ", ".join(executor_ids),
+            resumed,
+            started,
+        )
 
     def _on_busy(self, agent: str) -> str:
         found = self.definitions.agents.get(agent)
         return "queue" if found is None else found.on_busy
 
     def close(self) -> None:
+        self.lease.stop()
         try:
             self.dispatcher.shutdown()
+            self.lease.release()  # after the runners here stopped: a live process resumes them
         finally:
+            if self.listener is not None:
+                self.listener.close()
             self.notifier.close()
             self.databases.dispose()
+
+    # -- executors -------------------------------------------------------------
+
+    def executors(self) -> list[ExecutorInfo]:
+        """Every executor id on this database, its lease and its running runners (blocking)."""
+        return executor_infos(self.databases.write, self.dispatcher.running_by_executor())
 
     # -- inputs and sessions ---------------------------------------------------
 

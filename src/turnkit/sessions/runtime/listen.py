@@ -1,0 +1,106 @@
+"""Postgres ``LISTEN``/``NOTIFY``: followers in any process woken within milliseconds.
+
+A write transaction that appends events sends one ``NOTIFY`` naming the keys
+it changed (sessions, and "a turn of this session ended" keys); Postgres
+delivers it at commit, to every process listening. Each process listens on
+one connection of its own, in a thread, and wakes the waiters of those keys
+(:meth:`Notifier.changed_elsewhere`). While that connection is up, the
+:class:`~.notify.Notifier`'s poll slows to a fallback; when it drops, the
+poll takes over at full speed until the listener is back.
+
+SQLite has no such thing: there the poll (``PRAGMA data_version``) is the way.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import sqlalchemy as sa
+
+if TYPE_CHECKING:
+    from turnkit.sessions.db.engines import Databases
+    from turnkit.sessions.db.store import Tx
+    from turnkit.sessions.runtime.notify import Notifier
+
+__all__ = ["CHANNEL", "Listener", "publisher", "start_listening"]
+
+CHANNEL = "turnkit_changes"
+MAX_PAYLOAD = 7900  # Postgres refuses payloads of 8000 bytes and more
+EVERYTHING = "*"
+FALLBACK_POLL_S = 1.0  # the poll, while LISTEN works
+RECONNECT_S = 1.0
+
+log = logging.getLogger("turnkit.sessions")
+_NOTIFY = sa.text("SELECT pg_notify(:channel, :payload)")
+
+
+def publisher(databases: Databases) -> Callable[[Tx], None] | None:
+    """What the store calls inside a write transaction that changed sessions (Postgres)."""
+    if databases.sqlite:
+        return None
+
+    def publish(tx: Tx) -> None:
+        payload = " ".join(sorted(tx.appended))
+        if len(payload.encode()) > MAX_PAYLOAD:
+            payload = EVERYTHING
+        tx.execute(_NOTIFY, {"channel": CHANNEL, "payload": payload})
+
+    return publish
+
+
+def parse(payload: str) -> set[str] | None:
+    """The keys a notification names; None for "any may have changed"."""
+    return None if payload == EVERYTHING else set(payload.split())
+
+
+class Listener:
+    """One connection that ``LISTEN``s, in a thread, until :meth:`close`."""
+
+    def __init__(self, dsn: str, notifier: Notifier) -> None:
+        self.dsn, self.notifier = dsn, notifier
+        self._stop = threading.Event()
+        self.connected = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="turnkit-listen", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        import psycopg
+
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(self.dsn, autocommit=True, connect_timeout=5) as conn:
+                    conn.execute(f"LISTEN {CHANNEL}")
+                    self._connected(True)
+                    while not self._stop.is_set():
+                        for note in conn.notifies(timeout=0.5):
+                            self.notifier.changed_elsewhere(parse(note.payload))
+            except psycopg.Error as err:
+                if not self._stop.is_set():
+                    log.warning("turnkit: LISTEN connection lost (polling meanwhile): %s", err)
+            finally:
+                self._connected(False)
+            self._stop.wait(RECONNECT_S)
+
+    def _connected(self, up: bool) -> None:
+        if up:
+            self.connected.set()
+            self.notifier.poll_interval = FALLBACK_POLL_S
+            self.notifier.changed_elsewhere(None)  # whatever was missed while it was down
+        else:
+            self.connected.clear()
+            self.notifier.poll_interval = None
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+def start_listening(databases: Databases, notifier: Notifier) -> Listener | None:
+    """A :class:`Listener` on a Postgres database; None on SQLite."""
+    if databases.sqlite:
+        return None
+    url = sa.engine.make_url(databases.url).set(drivername="postgresql")
+    return Listener(url.render_as_string(hide_password=False), notifier)
