@@ -11,6 +11,7 @@ import sqlalchemy as sa
 import turnkit
 from turnkit.messages import Message, TextBlock, ThinkingBlock
 from turnkit.sessions import App, ForkedFrom, InvalidInputError, SessionNotFoundError
+from turnkit.sessions.db.schema import SCHEMA_VERSION
 from turnkit.testing import ScriptedModel
 
 CALL = {
@@ -265,7 +266,7 @@ async def test_a_version_2_database_is_upgraded_in_place(tmp_path: Path) -> None
         version = conn.exec_driver_sql(
             "SELECT value FROM turnkit_meta WHERE key = 'schema_version'"
         ).scalar()
-    assert version == "3"
+    assert version == str(SCHEMA_VERSION)
 
 
 def store_messages(app: App, session_id: str, messages: list[Message]) -> None:

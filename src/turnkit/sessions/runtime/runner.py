@@ -39,6 +39,8 @@ from turnkit.sessions.render.ask import ASK, ask_tool, question_for
 from turnkit.sessions.runtime.compacting import TurnCompaction
 from turnkit.sessions.runtime.conversions import KeptConversions
 from turnkit.sessions.runtime.durable import DurableModel, RenderError, describe_error
+from turnkit.sessions.runtime.live import LiveHub
+from turnkit.sessions.runtime.live_publish import TurnLive
 from turnkit.sessions.sources.subagents import ToolCallScope, current_call
 from turnkit.tools import ToolInputError, execute_tool_call
 
@@ -97,6 +99,8 @@ class TurnExecution:
         )
         if self.compacting is not None:  # what the loop compacted is stored before the call
             self.model.before_call = self.compacting.store_new
+        if worker.live is not None:  # the model calls stream to live followers
+            self.model.live = TurnLive(worker.live, self.journal, claim, self.pending)
         self.index = 0  # messages produced so far (the input is 0)
         self.held_results: list[ToolResultBlock] = []  # other results, held with a question
 
@@ -244,6 +248,7 @@ class TurnWorker:
         self.definitions = definitions  # the agents, and what use_tool(name) offers
         self.delegate = delegate  # what a subagent tool call does (Runtime.delegate)
         self.conversions = KeptConversions()  # each session's, from one turn to the next
+        self.live: LiveHub | None = None  # where the model calls' live deltas go
         self._tasks: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = {}
         self._cancel_reasons: dict[str, str] = {}
         self._ending: set[str] = set()  # turns writing their end: past cancelling

@@ -22,6 +22,7 @@ from turnkit.sessions.db.store import Store, TurnEndListener, ended_key
 from turnkit.sessions.model.events import InputRefused
 from turnkit.sessions.model.records import Event, Receipt, Session, Turn
 from turnkit.sessions.runtime.dispatch import Dispatcher
+from turnkit.sessions.runtime.live import LiveHub
 from turnkit.sessions.runtime.notify import Notifier, change_feed
 from turnkit.sessions.runtime.runner import TurnWorker
 from turnkit.sessions.sources.subscriptions import SubscriptionFanOut
@@ -79,6 +80,7 @@ class Runtime:
             self.store.listeners = [SubscriptionFanOut(s.max_hops), *self._listeners]
             self.journal = Journal(self.store)
             self.worker = TurnWorker(self.journal, self.definitions, self.delegate)
+            self.live = self.worker.live = LiveHub(databases, self.store)
             self.dispatcher.launch(self.worker.run_session if s.workers else None)
             if s.workers:  # after DBOS's own recovery: the runners it could not know of
                 self.dispatcher.recover(self.store)
@@ -91,6 +93,7 @@ class Runtime:
         try:
             self.dispatcher.shutdown()
         finally:
+            self.live.close()
             self.notifier.close()
             self.databases.dispose()
 
