@@ -6,8 +6,6 @@ import asyncio
 import threading
 from typing import Any
 
-import pytest
-
 from turnkit.messages import Message, TextBlock, ThinkingBlock, ToolUseBlock
 from turnkit.sessions import App, Event, LiveEvent
 from turnkit.testing import StreamingScriptedModel

@@ -15,9 +15,9 @@ import httpx2
 import pytest
 
 from server.conftest import API_KEY, serving
-ANSWER = "Streaming from the worker process, three characters at a time."  # live_app.py
 from turnkit.cli.serve import load_app
 
+ANSWER = "Streaming from the worker process, three characters at a time."  # live_app.py
 HERE = Path(__file__).parent
 SRC = str(Path(__file__).parents[2] / "src")
 

@@ -19,8 +19,8 @@ import sqlalchemy as sa
 
 from turnkit.messages import Message, ToolResultBlock, ToolUseBlock
 from turnkit.sessions._values import dumps
-from turnkit.sessions.db import schema as t
 from turnkit.sessions.db import live, turns
+from turnkit.sessions.db import schema as t
 from turnkit.sessions.db.conversation import Conversation, Conversations
 from turnkit.sessions.db.store import Store, Tx
 from turnkit.sessions.model.events import (

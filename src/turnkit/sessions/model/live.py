@@ -49,4 +49,3 @@ class LiveEvent:
             "index": self.index,
             "data": dict(self.data),
         }
-

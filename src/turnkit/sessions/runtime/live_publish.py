@@ -17,6 +17,7 @@ still comes).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import uuid
@@ -128,9 +129,7 @@ class LivePublisher:
                 drafts, self._drafts = self._drafts, []
                 if drafts:
                     events = [
-                        LiveEvent(
-                            self._session_id, self._turn_id, after_seq, kind, index + i, data
-                        )
+                        LiveEvent(self._session_id, self._turn_id, after_seq, kind, index + i, data)
                         for i, (kind, data) in enumerate(drafts)
                     ]
                     index += len(events)
@@ -163,10 +162,8 @@ class LivePublisher:
 
     async def _after_seq_settled(self) -> None:
         """The buffered writes the call started with are written (or failed)."""
-        try:
+        with contextlib.suppress(Exception):
             await self._after_seq
-        except Exception:
-            pass
 
 
 class TurnLive:
