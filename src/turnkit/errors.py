@@ -21,6 +21,7 @@ __all__ = [
     "ProviderError",
     "SessionEndedError",
     "SessionNotFoundError",
+    "SlowFollowerError",
     "TaskGraphError",
     "TokenBudgetExceededError",
     "ToolInputError",
@@ -246,6 +247,21 @@ class SessionEndedError(TurnkitError):
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
         super().__init__(f"session {session_id!r} has ended; it takes no more input")
+
+
+class SlowFollowerError(TurnkitError):
+    """A ``follow(live=True)`` that did not read fast enough was dropped.
+
+    Live deltas are not buffered without limit: follow again from
+    ``after=last_seq`` (the seq of the last durable event it gave) to go on.
+    """
+
+    def __init__(self, session_id: str, last_seq: int) -> None:
+        self.session_id, self.last_seq = session_id, last_seq
+        super().__init__(
+            f"the live follower of session {session_id!r} fell too far behind and was "
+            f"dropped; follow again from after={last_seq}"
+        )
 
 
 class TurnNotFoundError(TurnkitError, LookupError):

@@ -414,6 +414,8 @@ async def _model_events(
             async for event in model.stream(request):
                 if event.type == "done":
                     replies.append(event.response)
+                elif event.type == "tool_input_delta":
+                    continue  # the calls are given whole (tool_use)
                 else:
                     yield _stream_event(event)
             if not replies or replies[0] is None:

@@ -209,10 +209,13 @@ class ModelEvent:
 
     ``text_delta`` and ``thinking_delta`` carry ``text``; ``tool_use`` carries a
     complete ``tool_call``; ``done`` carries the final ``response``, which is
-    the same as a non-streamed call would have returned.
+    the same as a non-streamed call would have returned. Providers that
+    stream a call's input give ``tool_input_delta`` first: a piece of its
+    JSON text in ``text``, and the call's id and name in ``tool_call`` (its
+    ``input`` still empty); the pieces joined are the input's JSON text.
     """
 
-    type: Literal["text_delta", "thinking_delta", "tool_use", "done"]
+    type: Literal["text_delta", "thinking_delta", "tool_input_delta", "tool_use", "done"]
     text: str = ""
     tool_call: ToolUseBlock | None = None
     response: ModelResponse | None = None

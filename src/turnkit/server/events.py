@@ -9,7 +9,8 @@ an event written while the stream starts is sent once, never skipped.
 Comments keep the connection alive while nothing happens; the stream ends
 once the session has ended and its last event was sent, or when the server
 stops (the stream is then closed properly, and the client resumes from its
-``Last-Event-ID`` elsewhere).
+``Last-Event-ID`` elsewhere). With ``?live=true`` the stream also carries
+the live deltas (:mod:`turnkit.server.live`), without ``id:`` lines.
 """
 
 from __future__ import annotations
@@ -64,6 +65,9 @@ def events_route(router: APIRouter, app: Any, ping: float = PING_SECONDS) -> Non
         session_id: str = Path(min_length=1, max_length=64),
         after: int = Query(0, ge=0, le=MAX_SEQ, description="only events with a higher seq"),
         limit: int | None = Query(None, ge=1, le=10_000),
+        live: bool = Query(
+            False, description="SSE only: also the deltas of model calls as they stream"
+        ),
         last_event_id: str | None = Header(None, max_length=20),
     ) -> Any:
         """The session's events after ``after`` (JSON), or followed live (SSE)."""
@@ -79,19 +83,26 @@ def events_route(router: APIRouter, app: Any, ping: float = PING_SECONDS) -> Non
                 return problem(400, detail)
             after = resumed
         await app.get_session(session_id)  # a 404 now, not an empty stream
-        return _stream(feeds, session_id, after, ping)
+        if live:
+            from turnkit.server.live import live_items
+
+            return _stream(live_items(app, feeds, session_id, after), ping)
+        return _stream(feeds.follow(session_id, after), ping)
 
     return None
 
 
-def _stream(feeds: Any, session_id: str, after: int, ping: float) -> Any:
+def _stream(items: AsyncIterator[Any], ping: float) -> Any:
     import anyio
     from sse_starlette import EventSourceResponse, ServerSentEvent
 
     stopping = anyio.Event()  # set by sse-starlette when the server shuts down
 
     async def generate() -> AsyncIterator[ServerSentEvent]:
-        async for event in _until(feeds.follow(session_id, after), stopping):
+        async for event in _until(items, stopping):
+            if isinstance(event, ServerSentEvent):  # a live delta, or the end of a slow stream
+                yield event
+                continue
             data = EventOut.model_validate(event.to_dict()).model_dump_json()
             yield ServerSentEvent(data=data, id=str(event.seq), event=event.type)
 

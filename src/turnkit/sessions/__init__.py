@@ -25,6 +25,7 @@ from turnkit.errors import (
     InvalidInputError,
     SessionEndedError,
     SessionNotFoundError,
+    SlowFollowerError,
     TurnNotFoundError,
     UnknownAgentError,
 )
@@ -38,6 +39,7 @@ from turnkit.sessions.model.inputs import (
     ScheduleInfo,
     WebhookInfo,
 )
+from turnkit.sessions.model.live import LiveEvent
 from turnkit.sessions.model.records import (
     Event,
     ForkedFrom,
@@ -65,6 +67,7 @@ __all__ = [
     "HeldInput",
     "HopLimitError",
     "InvalidInputError",
+    "LiveEvent",
     "Question",
     "QuestionOption",
     "Receipt",
@@ -72,6 +75,7 @@ __all__ = [
     "Session",
     "SessionEndedError",
     "SessionNotFoundError",
+    "SlowFollowerError",
     "Turn",
     "TurnNotFoundError",
     "UnknownAgentError",

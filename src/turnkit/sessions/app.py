@@ -28,6 +28,7 @@ from turnkit.sessions.definitions import Definitions
 from turnkit.sessions.model import checks as check
 from turnkit.sessions.model.executors import ExecutorInfo
 from turnkit.sessions.model.inputs import AgentInput
+from turnkit.sessions.model.live import LiveEvent
 from turnkit.sessions.model.records import Event, Receipt, Session, Turn
 from turnkit.sessions.runtime.runtime import DEFAULT_LEASE_S, DEFAULT_MAX_HOPS, Runtime, Settings
 
@@ -360,14 +361,31 @@ class App(Definitions):
         session_id, after = check.check_id(session_id), check.check_seq(after)
         return await asyncio.to_thread(store.events, session_id, after, check.check_limit(limit))
 
-    async def follow(self, session_id: str, after: int = 0) -> AsyncIterator[Event]:
+    async def follow(
+        self, session_id: str, after: int = 0, live: bool = False
+    ) -> AsyncIterator[Event | LiveEvent]:
         """Every event after ``after``, then each new one as it is written (any process).
 
-        Ends once the session has ended and its last event was given.
+        Ends once the session has ended and its last event was given. With
+        ``live=True`` it also yields :class:`LiveEvent` deltas while a model
+        call streams (never stored; the durable ``message`` follows them);
+        a follower that does not keep up with them is dropped with
+        :class:`~turnkit.errors.SlowFollowerError`.
         """
         runtime = self.runtime
-        async for event in runtime.follow(check.check_id(session_id), check.check_seq(after)):
-            yield event
+        session_id, after = check.check_id(session_id), check.check_seq(after)
+        if not live:
+            async for event in runtime.follow(session_id, after):
+                yield event
+            return
+        from turnkit.sessions.runtime.live_follow import follow_live
+
+        async def read(after: int, limit: int) -> list[Event]:
+            return await asyncio.to_thread(runtime.store.events, session_id, after, limit)
+
+        durable = runtime.follow(session_id, after)
+        async for item in follow_live(runtime.live, session_id, after, durable, read):
+            yield item
 
     async def cancel(self, session_id: str) -> str | None:
         """Cancel the session's running turn (reason ``cancelled``); its id, or None."""

@@ -23,7 +23,7 @@ import sqlalchemy as sa
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "tables"]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 metadata = sa.MetaData()
 
@@ -234,6 +234,24 @@ executors = sa.Table(
     sa.Column("taken_at", sa.Float),
 )
 
+# The deltas of model calls still streaming (live output, not the event log):
+# a follower that joins mid-message reads them; pruned when the reply is recorded.
+live = sa.Table(
+    "turnkit_live",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("session_id", sa.String(64), nullable=False),
+    sa.Column("turn_id", sa.String(64), nullable=False),
+    sa.Column("step", sa.String(40), nullable=False),  # the model call's step key
+    sa.Column("stream", sa.String(32), nullable=False),  # one attempt at that call
+    sa.Column("idx", sa.Integer, nullable=False),
+    sa.Column("after_seq", sa.Integer, nullable=False),
+    sa.Column("type", sa.String(20), nullable=False),
+    sa.Column("data", sa.Text, nullable=False),  # JSON
+    sa.Index("ix_turnkit_live_session", "session_id", "id"),
+    sa.Index("ix_turnkit_live_turn", "turn_id", "step"),
+)
+
 meta = sa.Table(
     "turnkit_meta",
     metadata,
@@ -283,12 +301,18 @@ def _executor_leases(conn: sa.Connection) -> None:
     metadata.create_all(conn, tables=[executors])
 
 
+def _live_output(conn: sa.Connection) -> None:
+    """Version 6: the deltas of model calls still streaming (``turnkit_live``)."""
+    metadata.create_all(conn, tables=[live])
+
+
 # version -> the step that brings a database from version - 1 to it.
 MIGRATIONS: dict[int, Migration] = {
     2: _session_runners,
     3: _long_sessions,
     4: _unique_deliveries_and_subscriptions,
     5: _executor_leases,
+    6: _live_output,
 }
 
 

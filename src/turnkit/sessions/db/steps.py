@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from turnkit.messages import Message, ToolResultBlock, ToolUseBlock
 from turnkit.sessions._values import dumps
-from turnkit.sessions.db import busy, turns
+from turnkit.sessions.db import busy, live, turns
 from turnkit.sessions.db import schema as t
 from turnkit.sessions.db.conversation import Conversation, Conversations
 from turnkit.sessions.db.store import Store, Tx
@@ -181,8 +181,21 @@ class Journal:
             return None
         return Step(row.status, None if row.result is None else json.loads(row.result))
 
+    def flush(self, session_id: str, turn_id: str, pending: PendingWrites) -> int:
+        """Write what the turn buffered (if anything); the session's last event seq
+        (where the live deltas of the model call about to stream stand)."""
+        seq = sa.select(t.sessions.c.event_seq).where(t.sessions.c.id == session_id)
+        if not pending.steps and not pending.messages:
+            with self.store.read() as conn:
+                return int(conn.execute(seq).scalar_one())
+        with self.store.write() as tx:
+            self._write(tx, session_id, turn_id, pending)
+            return int(tx.execute(seq).scalar_one())
+
     def _write(self, tx: Tx, session_id: str, turn_id: str, pending: PendingWrites) -> None:
         for key, result in pending.steps:
+            if key.startswith("model:"):  # its reply is recorded: its live deltas are done
+                live.prune(tx, turn_id, key)
             done = tx.execute(
                 sa.select(t.steps.c.key).where(t.steps.c.turn_id == turn_id, t.steps.c.key == key)
             ).first()
@@ -331,6 +344,7 @@ class Journal:
         in the same transaction: that claim, or None when the runner is done (or
         ``claim_next`` is False: a last-resort end that writes nothing else)."""
         with self.store.write() as tx:
+            live.prune(tx, claim.turn_id)
             if _still_running(tx, claim):
                 if pending is not None:
                     self._write(tx, claim.session_id, claim.turn_id, pending)
@@ -363,6 +377,7 @@ class Journal:
         """End the turn as asking ``question`` (see :func:`.turns.end_asking`); the
         runner's next claim, as :meth:`finish`."""
         with self.store.write() as tx:
+            live.prune(tx, claim.turn_id)
             if _still_running(tx, claim):
                 self._write(tx, claim.session_id, claim.turn_id, pending)
                 turns.end_asking(tx, claim.session_id, claim.turn_id, question, resume, data_json)

@@ -13,13 +13,20 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from turnkit._sync import call_sync_or_async
 from turnkit.errors import TurnkitError
 from turnkit.messages import Message
-from turnkit.providers.base import Model, ModelRequest, ModelResponse, Usage
+from turnkit.providers.base import (
+    Model,
+    ModelEvent,
+    ModelRequest,
+    ModelResponse,
+    Usage,
+    events_of,
+)
 from turnkit.sessions._values import describe_error
 from turnkit.sessions.db.steps import Claim, Journal, PendingWrites
 from turnkit.sessions.model.records import Question
@@ -28,6 +35,7 @@ from turnkit.tools import Tool, gather_tools
 
 if TYPE_CHECKING:
     from turnkit.sessions.definitions import AgentDef
+    from turnkit.sessions.runtime.live_publish import TurnLive
 
 __all__ = ["Asked", "DurableModel", "RenderError", "describe_error"]
 
@@ -64,6 +72,7 @@ class DurableModel(Model):
         self.before_call: Callable[[], Awaitable[None]] | None = None
         # What joins the turn before model call n (replayed or not): runtime/steering.py.
         self.steer: Callable[[int, bool], Awaitable[Message | None]] | None = None
+        self.live: TurnLive | None = None  # set when followers may watch the calls stream
 
     async def _render(self) -> tuple[str | None, tuple[Any, ...]]:
         agent = self._agent
@@ -99,7 +108,8 @@ class DurableModel(Model):
     def takes_output_schema(self, with_tools: bool) -> bool:
         return self._agent.model.takes_output_schema(with_tools)
 
-    async def request(self, request: ModelRequest) -> ModelResponse:
+    async def _prepare(self, request: ModelRequest) -> tuple[ModelRequest, str, Any]:
+        """Render this call; the request, its step key, and its recorded step if any."""
         if self.asked is not None:
             raise Asked(self.asked.id)
         if self.before_call is not None:
@@ -118,11 +128,42 @@ class DurableModel(Model):
             joined = await self.steer(number, recorded is not None)
             if joined is not None:
                 request = dataclasses.replace(request, messages=(*request.messages, joined))
+        return request, key, recorded
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        request, key, recorded = await self._prepare(request)
         if recorded is not None:
             return _response_from(recorded.result)
         response = await self._agent.model.request(request)
         self._pending.steps.append((key, _response_dict(response)))
         return response
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """The call streamed: live deltas for followers while it runs, the reply
+        recorded as one step. A recorded reply is replayed whole, streaming nothing."""
+        request, key, recorded = await self._prepare(request)
+        if recorded is not None:
+            for event in events_of(_response_from(recorded.result)):
+                yield event
+            return
+        publisher = None if self.live is None else self.live.publisher(key)
+        try:
+            async for event in self._agent.model.stream(request):
+                if event.type != "done":
+                    if publisher is not None:
+                        publisher.add(event)
+                    if event.type != "tool_input_delta":  # the loop knows whole calls only
+                        yield event
+                    continue
+                if publisher is not None:  # every delta stored before the reply is
+                    await publisher.finish()
+                    publisher = None
+                assert event.response is not None
+                self._pending.steps.append((key, _response_dict(event.response)))
+                yield event
+        finally:
+            if publisher is not None:
+                publisher.abort()
 
 
 def _response_dict(response: ModelResponse) -> dict[str, Any]:

@@ -40,6 +40,8 @@ from turnkit.sessions.render.ask import ASK, ask_tool, question_for
 from turnkit.sessions.runtime.compacting import TurnCompaction
 from turnkit.sessions.runtime.conversions import KeptConversions
 from turnkit.sessions.runtime.durable import DurableModel, RenderError, describe_error
+from turnkit.sessions.runtime.live import LiveHub
+from turnkit.sessions.runtime.live_publish import TurnLive
 from turnkit.sessions.runtime.steering import TurnSteering
 from turnkit.sessions.sources.subagents import ToolCallScope, current_call
 from turnkit.tools import ToolInputError, execute_tool_call
@@ -109,6 +111,8 @@ class TurnExecution:
         )
         self.model.steer = steering.before_call
         self.state: RunState | None = None
+        if worker.live is not None:  # the model calls stream to live followers
+            self.model.live = TurnLive(worker.live, self.journal, claim, self.pending)
         self.index = 0  # messages produced so far (the input is 0)
         self.held_results: list[ToolResultBlock] = []  # other results, held with a question
 
@@ -274,6 +278,7 @@ class TurnWorker:
         self.definitions = definitions  # the agents, and what use_tool(name) offers
         self.delegate = delegate  # what a subagent tool call does (Runtime.delegate)
         self.conversions = KeptConversions()  # each session's, from one turn to the next
+        self.live: LiveHub | None = None  # where the model calls' live deltas go
         self._tasks: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = {}
         self._cancel_reasons: dict[str, str] = {}
         self._ending: set[str] = set()  # turns writing their end: past cancelling

@@ -30,6 +30,7 @@ from turnkit.sessions.runtime.executors import (
     recover_workflows_of,
 )
 from turnkit.sessions.runtime.listen import publisher, start_listening
+from turnkit.sessions.runtime.live import LiveHub
 from turnkit.sessions.runtime.notify import Notifier, change_feed
 from turnkit.sessions.runtime.runner import TurnWorker
 from turnkit.sessions.sources.subscriptions import SubscriptionFanOut
@@ -114,6 +115,7 @@ class Runtime:
         )
         self.store.on_busy = self._on_busy
         self.store.cancel_local = self.worker.cancel
+        self.live = self.worker.live = LiveHub(databases, self.store)
         self.dispatcher.launch(self.worker.run_session if s.workers else None)
         if s.workers:  # after DBOS's own recovery: the runners it could not know of
             self.dispatcher.recover(self.store)
@@ -144,6 +146,7 @@ class Runtime:
         finally:
             if self.listener is not None:
                 self.listener.close()
+            self.live.close()
             self.notifier.close()
             self.databases.dispose()
 

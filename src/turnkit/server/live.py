@@ -1,0 +1,54 @@
+"""Live deltas over SSE (``GET /sessions/{id}/events?live=true``).
+
+Each :class:`~turnkit.sessions.LiveEvent` goes out as an SSE event named by
+its type (``text.delta``, ``thinking.delta``, ``tool_input.delta``) with the
+LiveEvent's fields as JSON and no ``id:`` line, so ``Last-Event-ID`` stays
+the seq of the last durable event: a reconnect resumes the log exactly, and
+gets the deltas of a model call still streaming from its start again.
+
+The durable events come from the server's shared reader of the session
+(:mod:`turnkit.server.feeds`); the deltas from the App's live hub. A client
+that does not read is dropped: the stream ends with an event named
+``dropped`` (``{"reason": "too_slow", "last_event_id": seq}``); reconnect
+with that ``Last-Event-ID``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from turnkit.errors import SlowFollowerError
+
+__all__ = ["live_items"]
+
+
+async def live_items(app: Any, feeds: Any, session_id: str, after: int) -> AsyncIterator[Any]:
+    """The session's durable events and live deltas after ``after``, as the SSE
+    route sends them (events as they are, deltas as ServerSentEvents)."""
+    from sse_starlette import ServerSentEvent
+
+    from turnkit.sessions.model.live import LiveEvent
+    from turnkit.sessions.runtime.live_follow import follow_live
+
+    runtime = app.runtime
+    store = runtime.store
+
+    async def read(after: int, limit: int) -> list[Any]:
+        return await asyncio.to_thread(store.events, session_id, after, limit)
+
+    merged = follow_live(runtime.live, session_id, after, feeds.follow(session_id, after), read)
+    try:
+        async for item in merged:
+            if isinstance(item, LiveEvent):
+                data = json.dumps(item.to_dict(), ensure_ascii=False)
+                yield ServerSentEvent(data=data, event=item.type)
+            else:
+                yield item
+    except SlowFollowerError as err:
+        data = json.dumps({"reason": "too_slow", "last_event_id": err.last_seq})
+        yield ServerSentEvent(data=data, event="dropped")
+    finally:
+        await merged.aclose()  # type: ignore[attr-defined]

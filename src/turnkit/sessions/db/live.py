@@ -1,0 +1,167 @@
+"""The SQL of live output: the deltas of model calls still streaming.
+
+Live deltas are not events: they live in ``turnkit_live`` only while their
+model call streams, so that a follower joining mid-message (in any process)
+reads them from the start of that call. The rows of a call are deleted in
+the transaction that records its reply (:func:`prune`, with the durable
+``message`` event), or when the turn ends; the table holds at most the
+replies being written now.
+
+Other processes learn of new rows on Postgres through ``NOTIFY
+turnkit_live`` sent in the inserting transaction (delivered at commit). Its
+payload carries the rows themselves when they fit under Postgres's limit of
+8000 bytes, else only their ids (the listener reads those). On SQLite a
+watcher polls the table by id (:func:`newer`): the commits of one database
+file are serialized, so ids appear in order and none is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from turnkit.sessions.db import schema as t
+from turnkit.sessions.db.store import Tx
+from turnkit.sessions.model.live import LiveEvent
+
+__all__ = [
+    "CHANNEL",
+    "NOTIFY_LIMIT",
+    "LiveRow",
+    "by_ids",
+    "current",
+    "decode_notify",
+    "insert",
+    "last_id",
+    "newer",
+    "prune",
+    "turn_start_seq",
+]
+
+CHANNEL = "turnkit_live"
+NOTIFY_LIMIT = 7900  # bytes: Postgres refuses a NOTIFY payload of 8000 or more
+
+
+@dataclass(frozen=True, slots=True)
+class LiveRow:
+    """One stored delta: its row id, the attempt (``stream``) it belongs to, the event."""
+
+    id: int
+    stream: str
+    event: LiveEvent
+
+
+_COLUMNS = (
+    t.live.c.id,
+    t.live.c.session_id,
+    t.live.c.turn_id,
+    t.live.c.stream,
+    t.live.c.idx,
+    t.live.c.after_seq,
+    t.live.c.type,
+    t.live.c.data,
+)
+
+
+def _row(values: Sequence[Any]) -> LiveRow:
+    row_id, session_id, turn_id, stream, index, after_seq, kind, data = values
+    event = LiveEvent(session_id, turn_id, after_seq, kind, index, json.loads(data))
+    return LiveRow(row_id, stream, event)
+
+
+def insert(tx: Tx, step: str, stream: str, events: Sequence[LiveEvent]) -> list[LiveRow]:
+    """Store ``events`` (one model call's, in order); on Postgres, NOTIFY them."""
+    first = events[0]
+    if first.index == 0:  # an earlier attempt at this call (before a crash) is over
+        live = t.live.c
+        tx.execute(t.live.delete().where(live.turn_id == first.turn_id, live.step == step))
+    rows = []
+    for event in events:
+        data = json.dumps(event.data, ensure_ascii=False)
+        values = {
+            "session_id": event.session_id,
+            "turn_id": event.turn_id,
+            "step": step,
+            "stream": stream,
+            "idx": event.index,
+            "after_seq": event.after_seq,
+            "type": event.type,
+            "data": data,
+        }
+        inserted = tx.execute(t.live.insert().values(**values))
+        rows.append(LiveRow(int(inserted.inserted_primary_key[0]), stream, event))
+    if tx.conn.dialect.name == "postgresql":
+        tx.execute(sa.text("SELECT pg_notify(:channel, :payload)"), _payloads(rows))
+    return rows
+
+
+def _payloads(rows: list[LiveRow]) -> list[dict[str, str]]:
+    """NOTIFY payloads for ``rows``: the rows themselves while they fit, else their ids."""
+    payloads: list[dict[str, str]] = []
+    batch: list[list[Any]] = []
+    size = 2
+    for row in rows:
+        e = row.event
+        item = [row.id, e.session_id, e.turn_id, row.stream, e.index, e.after_seq, e.type]
+        item.append(json.dumps(e.data, ensure_ascii=False))
+        length = len(json.dumps(item, ensure_ascii=False).encode()) + 1
+        if length + 2 > NOTIFY_LIMIT:  # too big alone: the listener reads it by id
+            payloads.append({"channel": CHANNEL, "payload": json.dumps({"ids": [row.id]})})
+            continue
+        if size + length > NOTIFY_LIMIT:
+            payloads.append({"channel": CHANNEL, "payload": json.dumps(batch)})
+            batch, size = [], 2
+        batch.append(item)
+        size += length
+    if batch:
+        payloads.append({"channel": CHANNEL, "payload": json.dumps(batch, ensure_ascii=False)})
+    return payloads
+
+
+def decode_notify(payload: str) -> tuple[list[LiveRow], list[int]]:
+    """The rows a NOTIFY payload carries, and the ids of those to read."""
+    value = json.loads(payload)
+    if isinstance(value, dict):
+        return [], [int(i) for i in value.get("ids", ())]
+    return [_row(item) for item in value], []
+
+
+def prune(tx: Tx, turn_id: str, step: str | None = None) -> None:
+    """Forget the deltas of the turn's model call ``step`` (None: of every call)."""
+    where = [t.live.c.turn_id == turn_id]
+    if step is not None:
+        where.append(t.live.c.step == step)
+    tx.execute(t.live.delete().where(*where))
+
+
+def current(conn: sa.Connection, session_id: str) -> list[LiveRow]:
+    """The stored deltas of the session's model calls still streaming, in order."""
+    query = sa.select(*_COLUMNS).where(t.live.c.session_id == session_id).order_by(t.live.c.id)
+    return [_row(values) for values in conn.execute(query)]
+
+
+def newer(conn: sa.Connection, after_id: int, limit: int = 1000) -> list[LiveRow]:
+    """The deltas stored after row ``after_id``, in order (SQLite's watcher)."""
+    query = sa.select(*_COLUMNS).where(t.live.c.id > after_id).order_by(t.live.c.id).limit(limit)
+    return [_row(values) for values in conn.execute(query)]
+
+
+def by_ids(conn: sa.Connection, ids: Sequence[int]) -> list[LiveRow]:
+    query = sa.select(*_COLUMNS).where(t.live.c.id.in_(list(ids))).order_by(t.live.c.id)
+    return [_row(values) for values in conn.execute(query)]
+
+
+def last_id(conn: sa.Connection) -> int:
+    return int(conn.execute(sa.select(sa.func.max(t.live.c.id))).scalar() or 0)
+
+
+def turn_start_seq(conn: sa.Connection, session_id: str, turn_id: str) -> int | None:
+    """The seq of the turn's first event (where a chat stream of it starts)."""
+    e = t.events.c
+    query = sa.select(sa.func.min(e.seq)).where(e.session_id == session_id, e.turn_id == turn_id)
+    found = conn.execute(query).scalar()
+    return None if found is None else int(found)

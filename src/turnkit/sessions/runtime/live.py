@@ -1,0 +1,234 @@
+"""Live output across processes: one hub per started App.
+
+The hub hands the deltas of streaming model calls to this process's live
+followers (:class:`Subscription`, one per ``follow(live=True)``). A turn
+running here stores its deltas (:mod:`turnkit.sessions.db.live`) and hands
+them over once committed, so whatever a follower was given is also in the
+table until the reply is recorded: a follower that subscribes first and
+then reads the table misses nothing. Deltas written by other processes
+arrive through a watcher thread that runs while someone follows: on
+Postgres it ``LISTEN``s on ``turnkit_live``; on SQLite it polls the table
+by id every :data:`POLL_S` (simplest, and bounded: one indexed query on a
+table that holds only the replies being written now, and only while this
+process has a live follower).
+
+Bounded: a subscription holds at most :data:`QUEUE_LIMIT` deltas; a
+follower that lets more pile up is dropped (its iterator ends with
+:class:`~turnkit.errors.SlowFollowerError`), never buffered without limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections import OrderedDict, deque
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from turnkit.sessions.db import live as db
+from turnkit.sessions.db.engines import Databases
+from turnkit.sessions.db.live import LiveRow
+from turnkit.sessions.db.store import Store
+from turnkit.sessions.model.live import LiveEvent
+
+__all__ = ["POLL_S", "QUEUE_LIMIT", "LiveHub", "Subscription"]
+
+POLL_S = 0.02  # SQLite: how often other processes' deltas are looked for
+QUEUE_LIMIT = 1000  # deltas waiting for one follower before it is dropped
+_SEEN_LIMIT = 10_000  # streams whose last delivered index the hub remembers
+log = logging.getLogger("turnkit.sessions")
+
+
+class Subscription:
+    """One live follower's deltas of one session, in delivery order."""
+
+    def __init__(self, hub: LiveHub, session_id: str, loop: asyncio.AbstractEventLoop) -> None:
+        self.hub, self.session_id = hub, session_id
+        self.dropped = False  # too slow: its follower ends with SlowFollowerError
+        self.closed = False  # the App is stopping: its follower ends
+        self._items: deque[LiveRow] = deque()
+        self._lock = threading.Lock()
+        self._loop = loop
+        self._ready = asyncio.Event()
+
+    def _put(self, rows: Sequence[LiveRow]) -> None:
+        with self._lock:
+            if self.dropped:
+                return
+            self._items.extend(rows)
+            if len(self._items) > QUEUE_LIMIT:
+                self.dropped = True
+                self._items.clear()
+        with contextlib.suppress(RuntimeError):  # the follower's loop is closed: it is gone
+            self._loop.call_soon_threadsafe(self._ready.set)
+
+    def take(self) -> list[LiveRow]:
+        """The deltas delivered since the last take."""
+        with self._lock:
+            items = list(self._items)
+            self._items.clear()
+            self._ready.clear()
+        return items
+
+    def pending(self) -> bool:
+        return bool(self._items) or self.dropped or self.closed
+
+    async def wait(self) -> None:
+        """Return once there is something to take (or the follower was dropped)."""
+        await self._ready.wait()
+
+
+class LiveHub:
+    """This process's live followers, and the deltas it stores and receives."""
+
+    def __init__(self, databases: Databases, store: Store) -> None:
+        self._databases, self._store = databases, store
+        self._lock = threading.Lock()
+        self._subs: dict[str, set[Subscription]] = {}
+        self._seen: OrderedDict[str, int] = OrderedDict()  # stream -> last index delivered
+        self._watcher: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._listen: Any = None  # Postgres: the LISTENing connection
+        self._last_id = 0  # SQLite: the last row the watcher saw
+
+    # -- followers ---------------------------------------------------------------
+
+    def subscribe(self, session_id: str, loop: asyncio.AbstractEventLoop) -> Subscription:
+        """Start receiving the session's deltas (blocking: it may start the watcher)."""
+        sub = Subscription(self, session_id, loop)
+        with self._lock:
+            self._subs.setdefault(session_id, set()).add(sub)
+        try:
+            self._ensure_watcher()
+        except BaseException:
+            self.unsubscribe(sub)
+            raise
+        return sub
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        with self._lock:
+            subs = self._subs.get(sub.session_id)
+            if subs is not None:
+                subs.discard(sub)
+                if not subs:
+                    del self._subs[sub.session_id]
+
+    def backlog(self, session_id: str) -> list[LiveRow]:
+        """The stored deltas of the session's calls still streaming (blocking)."""
+        with self._store.read() as conn:
+            return db.current(conn, session_id)
+
+    @property
+    def followers(self) -> int:
+        with self._lock:
+            return sum(len(subs) for subs in self._subs.values())
+
+    # -- deltas --------------------------------------------------------------------
+
+    def publish(self, step: str, stream: str, events: Sequence[LiveEvent]) -> None:
+        """Store one model call's new deltas, then hand them to followers (blocking)."""
+        with self._store.write() as tx:
+            rows = db.insert(tx, step, stream, events)
+        self.deliver(rows)
+
+    def deliver(self, rows: Sequence[LiveRow]) -> None:
+        """Hand committed deltas to the followers of their sessions, each once."""
+        by_session: dict[str, list[LiveRow]] = {}
+        with self._lock:
+            seen = self._seen
+            for row in rows:
+                last = seen.get(row.stream, -1)
+                if row.event.index <= last:
+                    continue  # already handed over (this process's own, read back)
+                seen[row.stream] = row.event.index
+                seen.move_to_end(row.stream)
+                if row.event.session_id in self._subs:
+                    by_session.setdefault(row.event.session_id, []).append(row)
+            while len(seen) > _SEEN_LIMIT:
+                seen.popitem(last=False)
+            targets = [(self._subs[s].copy(), found) for s, found in by_session.items()]
+        for subs, found in targets:
+            for sub in subs:
+                sub._put(found)
+
+    # -- the watcher ---------------------------------------------------------------
+
+    def _ensure_watcher(self) -> None:
+        with self._lock:
+            if self._stop.is_set() or (self._watcher is not None and self._watcher.is_alive()):
+                return
+            if self._databases.sqlite:
+                with self._store.read() as conn:  # before the follower reads the table
+                    self._last_id = db.last_id(conn)
+                target = self._poll
+            else:
+                self._listen = _listening(self._databases.url)
+                target = self._receive
+            self._watcher = threading.Thread(target=target, name="turnkit-live", daemon=True)
+            self._watcher.start()
+
+    def _idle(self) -> bool:
+        """Whether nobody follows: the watcher then stops (the next follower restarts it)."""
+        with self._lock:
+            if self._subs:
+                return False
+            self._watcher = None
+            return True
+
+    def _poll(self) -> None:
+        while not self._stop.wait(POLL_S):
+            if self._idle():
+                return
+            try:
+                with self._store.read() as conn:
+                    rows = db.newer(conn, self._last_id)
+            except sa.exc.SQLAlchemyError:
+                continue
+            if rows:
+                self._last_id = rows[-1].id
+                self.deliver(rows)
+
+    def _receive(self) -> None:
+        conn = self._listen
+        try:
+            while not self._stop.is_set():
+                for note in conn.notifies(timeout=0.25):
+                    rows, ids = db.decode_notify(note.payload)
+                    if ids:
+                        with self._store.read() as read:
+                            rows += db.by_ids(read, ids)
+                    self.deliver(rows)
+                if self._idle():
+                    return
+        except Exception:  # the connection broke: the next follower opens another
+            if not self._stop.is_set():
+                log.warning("turnkit: the live-output listener stopped", exc_info=True)
+            self._idle()
+        finally:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        watcher = self._watcher
+        if watcher is not None:
+            watcher.join(timeout=2)
+        with self._lock:
+            subs = [sub for found in self._subs.values() for sub in found]
+        for sub in subs:  # their followers end (the App is stopping)
+            sub.closed = True
+            sub._put(())
+
+
+def _listening(url: str) -> Any:
+    """A psycopg connection that LISTENs on the live channel."""
+    import psycopg
+
+    conninfo = sa.engine.make_url(url).set(drivername="postgresql")
+    conn = psycopg.connect(conninfo.render_as_string(hide_password=False), autocommit=True)
+    conn.execute(f"LISTEN {db.CHANNEL}")
+    return conn

@@ -1,0 +1,154 @@
+"""``follow(live=True)``: the durable events with the live deltas between them.
+
+Exactness rests on the log, not on timing. The follower subscribes to the
+hub first, then reads the deltas stored so far (so joining mid-message
+gives the deltas from the start of that model call), then takes both
+sources as they come:
+
+- a durable event is given once, by ``seq`` (whatever source gave it first);
+- a delta stands after the durable event ``after_seq``: the log is read up
+  to there first, so no delta comes before the events it follows;
+- a delta is given once per attempt (``index`` within its stream), and not
+  at all once its call is over: a durable event of its turn that closes
+  the call (the reply's ``message``, a tool start, the turn's end) was given
+  after ``after_seq``. The ``message`` carries the whole reply anyway.
+
+Durable events are read as the follower reads them (bounded by a small
+queue); deltas wait in the hub's bounded subscription, and a follower that
+lets too many wait is dropped with :class:`~turnkit.errors.SlowFollowerError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import OrderedDict, deque
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from turnkit.errors import SlowFollowerError
+from turnkit.sessions.db.live import LiveRow
+from turnkit.sessions.model.live import LiveEvent
+from turnkit.sessions.model.records import Event
+from turnkit.sessions.runtime.live import LiveHub
+
+__all__ = ["CLOSING_TYPES", "follow_live"]
+
+# Durable events of a turn that close the model call streaming before them.
+CLOSING_TYPES = frozenset(
+    {"message", "tool.started", "question.asked", "turn.completed", "turn.failed", "turn.cancelled"}
+)
+_DURABLE_QUEUE = 64
+_STREAMS_KEPT = 1000
+_END = object()
+
+ReadEvents = Callable[[int, int], Awaitable[list[Event]]]
+
+
+async def follow_live(
+    hub: LiveHub,
+    session_id: str,
+    after: int,
+    durable: AsyncIterator[Event],
+    read_events: ReadEvents,
+) -> AsyncIterator[Event | LiveEvent]:
+    """``durable`` (the session's events after ``after``) merged with its live deltas.
+
+    ``read_events(after, limit)`` reads the log directly (to catch up to a delta).
+    """
+    loop = asyncio.get_running_loop()
+    sub = await asyncio.to_thread(hub.subscribe, session_id, loop)
+    queue: asyncio.Queue[Any] = asyncio.Queue(_DURABLE_QUEUE)
+    pump = asyncio.ensure_future(_pump(durable, queue))
+    getter: asyncio.Future[Any] | None = None
+    merge = _Merge(after, read_events)
+    try:
+        rows: deque[LiveRow] = deque(await asyncio.to_thread(hub.backlog, session_id))
+        while True:
+            if sub.dropped:
+                raise SlowFollowerError(session_id, merge.last)
+            if sub.closed:
+                return
+            rows.extend(sub.take())
+            if rows:
+                async for item in merge.live(rows.popleft()):
+                    yield item
+                continue
+            if getter is None:
+                getter = asyncio.ensure_future(queue.get())
+            if not getter.done():
+                waiting = asyncio.ensure_future(sub.wait())
+                try:
+                    await asyncio.wait({getter, waiting}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    waiting.cancel()
+                if not getter.done():
+                    continue
+            item, getter = getter.result(), None
+            if item is _END:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            for event in merge.durable(item):
+                yield event
+    finally:
+        hub.unsubscribe(sub)
+        for task in (getter, pump):
+            if task is not None:
+                task.cancel()
+        with contextlib.suppress(BaseException):
+            await pump
+
+
+async def _pump(durable: AsyncIterator[Event], queue: asyncio.Queue[Any]) -> None:
+    try:
+        async for event in durable:
+            await queue.put(event)
+        await queue.put(_END)
+    except asyncio.CancelledError:
+        raise
+    except Exception as err:
+        await queue.put(err)
+    finally:
+        with contextlib.suppress(BaseException):
+            await durable.aclose()  # type: ignore[attr-defined]
+
+
+class _Merge:
+    """What one follower has given: the last durable seq, each stream's last index."""
+
+    def __init__(self, after: int, read_events: ReadEvents) -> None:
+        self.last = after
+        self._read = read_events
+        self._closed: dict[str, int] = {}  # turn id -> seq of the last closing event given
+        self._streams: OrderedDict[str, int] = OrderedDict()  # stream -> last index given
+
+    def durable(self, event: Event) -> list[Event]:
+        if event.seq <= self.last:
+            return []
+        self.last = event.seq
+        if event.type in CLOSING_TYPES and event.turn_id is not None:
+            self._closed[event.turn_id] = event.seq
+        return [event]
+
+    def _over(self, live: LiveEvent) -> bool:
+        return self._closed.get(live.turn_id, -1) > live.after_seq
+
+    async def live(self, row: LiveRow) -> AsyncIterator[Event | LiveEvent]:
+        live = row.event
+        if self._over(live) or live.index <= self._streams.get(row.stream, -1):
+            return
+        while live.after_seq > self.last:  # the events it follows come first
+            found = await self._read(self.last, live.after_seq - self.last)
+            if not found:
+                break
+            for event in found:
+                for given in self.durable(event):
+                    yield given
+        if self._over(live):
+            return
+        self._streams[row.stream] = live.index
+        self._streams.move_to_end(row.stream)
+        while len(self._streams) > _STREAMS_KEPT:
+            self._streams.popitem(last=False)
+        yield live

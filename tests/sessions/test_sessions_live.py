@@ -1,0 +1,141 @@
+"""Live output of durable turns: deltas from follow(live=True), never in the log."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from turnkit.messages import Message, TextBlock, ThinkingBlock, ToolUseBlock
+from turnkit.sessions import App, Event, LiveEvent
+from turnkit.testing import StreamingScriptedModel
+
+TIMEOUT = 20
+
+
+def tool_reply() -> Message:
+    call = ToolUseBlock("call_1", "lookup", {"order": "42", "note": "ünïcode"})
+    return Message.assistant(ThinkingBlock("Let me look that up."), TextBlock("Looking."), call)
+
+
+def lookup(order: str, note: str) -> str:
+    """Look up an order."""
+    return f"order {order} shipped"
+
+
+def live_app(url: str, model: Any) -> App:
+    app = App(url, fire_schedules=False)
+    app.agent("support", model=model, tools=[lookup])(lambda: "Help.")
+    return app
+
+
+async def collect(app: App, session_id: str, after: int = 0) -> list[Event | LiveEvent]:
+    items: list[Event | LiveEvent] = []
+
+    async def run() -> None:
+        async for item in app.follow(session_id, after=after, live=True):
+            items.append(item)
+            if isinstance(item, Event) and item.type in ("turn.completed", "turn.failed"):
+                return
+
+    await asyncio.wait_for(run(), TIMEOUT)
+    return items
+
+
+def joined(items: list[Any], kind: str, call_id: str | None = None) -> str:
+    return "".join(
+        i.data["text"]
+        for i in items
+        if isinstance(i, LiveEvent)
+        and i.type == kind
+        and (call_id is None or i.data.get("call_id") == call_id)
+    )
+
+
+async def test_deltas_join_to_the_recorded_messages_and_stay_out_of_the_log(db_url: str) -> None:
+    model = StreamingScriptedModel([tool_reply(), "Order 42 has shipped, all good."], chunk=3)
+    app = live_app(db_url, model)
+    async with app:
+        session = await app.create_session("support")
+        await app.send(session.id, text="Where is order 42?")
+        items = await collect(app, session.id)
+        events = await app.events(session.id)
+    durable = [i for i in items if isinstance(i, Event)]
+    assert [e.seq for e in durable] == [e.seq for e in events]  # every event, once, in order
+    replies = [
+        Message.from_dict(e.data["message"])
+        for e in durable
+        if e.type == "message" and e.data["message"]["role"] == "assistant"
+    ]
+    first, second = replies
+    assert joined(items, "thinking.delta") == "Let me look that up."
+    assert joined(items, "text.delta") == "Looking." + second.text
+    import json
+
+    assert json.loads(joined(items, "tool_input.delta", "call_1")) == {
+        "order": "42",
+        "note": "ünïcode",
+    }
+    live = [i for i in items if isinstance(i, LiveEvent)]
+    assert all(i.session_id == session.id for i in live)
+    # each delta after the event it follows, before its reply's message
+    seen_seq = 0
+    for item in items:
+        if isinstance(item, Event):
+            seen_seq = item.seq
+        else:
+            assert item.after_seq <= seen_seq
+    # indexes count from 0 within each model call
+    by_call: dict[int, list[int]] = {}
+    for item in live:
+        by_call.setdefault(item.after_seq, []).append(item.index)
+    assert [indexes for indexes in by_call.values()] == [
+        list(range(len(ix))) for ix in by_call.values()
+    ]
+    assert len(by_call) == 2
+    assert first.text == "Looking."
+    assert all(not isinstance(e, LiveEvent) for e in events)
+
+
+async def test_a_follower_joining_mid_message_gets_the_deltas_from_the_start(db_url: str) -> None:
+    hold = threading.Event()
+    text = "The answer is forty-two, as computed."
+    model = StreamingScriptedModel([text], chunk=2, hold=hold, hold_after=5)
+    app = live_app(db_url, model)
+    async with app:
+        session = await app.create_session("support")
+        await app.send(session.id, text="Question?")
+        early = await asyncio.wait_for(until_live(app.follow(session.id, live=True)), TIMEOUT)
+        assert isinstance(early[-1], LiveEvent)  # the model call is streaming, held mid-message
+        late = app.follow(session.id, after=0, live=True)
+        items = await asyncio.wait_for(until_live(late), TIMEOUT)  # joined mid-message
+        hold.set()
+        items += await asyncio.wait_for(until_end(late), TIMEOUT)
+    assert joined(items, "text.delta") == text
+    live = [i for i in items if isinstance(i, LiveEvent)]
+    assert [i.index for i in live] == list(range(len(live)))
+    durable = [i for i in items if isinstance(i, Event)]
+    assert [e.seq for e in durable] == list(range(1, len(durable) + 1))
+    assert durable[-1].type == "turn.completed"
+    assert items.index(live[-1]) < items.index(durable[-2])  # the deltas, then the message
+    assert durable[-2].type == "message"
+
+
+async def until_live(follower: Any) -> list[Any]:
+    """Items of ``follower`` up to and including its first LiveEvent."""
+    items = []
+    async for item in follower:
+        items.append(item)
+        if isinstance(item, LiveEvent):
+            return items
+    return items
+
+
+async def until_end(follower: Any) -> list[Any]:
+    items = []
+    async for item in follower:
+        items.append(item)
+        if isinstance(item, Event) and item.type in ("turn.completed", "turn.failed"):
+            break
+    await follower.aclose()
+    return items
