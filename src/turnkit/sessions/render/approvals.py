@@ -48,7 +48,7 @@ def approval_question(turn_id: str, requests: Sequence[ApprovalRequest]) -> Ques
 
 
 def _shown(request: ApprovalRequest) -> str:
-    text = json.dumps(request.to_dict()["input"], ensure_ascii=False, sort_keys=True)
+    text = json.dumps(request.to_dict()["input"], ensure_ascii=False)
     if len(text) > _SHOWN_INPUT_CHARS:
         text = text[:_SHOWN_INPUT_CHARS] + " …(cut)"
     return f"{request.tool} {text}"
