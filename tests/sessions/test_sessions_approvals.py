@@ -7,6 +7,7 @@ Each flow runs on SQLite and on Postgres.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -336,3 +337,43 @@ async def test_a_tool_offered_by_the_render_runs_when_approved(tmp_path: Path) -
         approved = await app.approve(session.id, True)
         done = await app.wait(approved.turn_id, timeout=10)
     assert ran == ["cache"] and done.output == "Wiped."
+
+
+async def test_a_cancel_while_the_approved_call_runs_answers_it_as_interrupted(
+    db_url: str,
+) -> None:
+    app = App(db_url)
+    started = asyncio.Event()
+    runs: list[str] = []
+
+    @turnkit.tool(needs_approval=True)
+    async def deploy(target: str) -> str:
+        """Deploy (slow)."""
+        runs.append(target)
+        started.set()
+        await asyncio.Event().wait()
+        return "deployed"
+
+    model = ScriptedModel([reply(call("d1", "deploy", target="prod")), "Stopped, as asked."])
+
+    @app.agent("ops", model=model, tools=[deploy])
+    def ops() -> str:
+        return "Operate."
+
+    async with app:
+        session = await app.create_session("ops")
+        receipt = await app.send(session.id, text="deploy prod")
+        await app.wait(receipt.turn_id, timeout=10)
+        approved = await app.approve(session.id, True)
+        await asyncio.wait_for(started.wait(), 10)
+        assert await app.cancel(session.id) == approved.turn_id
+        cancelled = await app.wait(approved.turn_id, timeout=10)
+        history = await app.history(session.id)
+        later = await app.send(session.id, text="status?")
+        done = await app.wait(later.turn_id, timeout=10)
+    assert cancelled.status == "cancelled" and runs == ["prod"]
+    assert [m.role for m in history] == ["user", "assistant", "user"]
+    (result,) = history[2].content
+    assert result.tool_use_id == "d1" and result.is_error and "interrupted" in result.content
+    assert done.output == "Stopped, as asked."
+    assert [m.role for m in model.requests[1].messages] == ["user", "assistant", "user", "user"]

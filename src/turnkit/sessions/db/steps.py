@@ -339,9 +339,9 @@ def compaction_key(number: int) -> str:
 def _position_of(stored: Conversation, claim: Claim, base: int) -> int:
     """The position of message ``base`` of the turn's conversation: of the messages
     before the turn (as the claim has them) or of those the turn stored."""
-    own_start = len(claim.history) - 1  # the turn's input: its turn_index 0
+    earlier = [s for s in stored.entries if s.turn_id != claim.turn_id]
+    own_start = len(earlier)  # the turn's first message (its input): its turn_index 0
     if base < own_start:
-        earlier = [s for s in stored.entries if s.turn_id != claim.turn_id]
         return earlier[base].position
     index = base - own_start
     for entry in stored.entries:

@@ -99,6 +99,7 @@ class TurnExecution:
         if self.compacting is not None:  # what the loop compacted is stored before the call
             self.model.before_call = self.compacting.store_new
         self.index = 0  # messages produced so far (the input is 0)
+        self.first = 1  # the turn_index of the run's first message (0: no input of its own)
         self.held_results: list[ToolResultBlock] = []  # other results, held with a question
         self.reply: Message | None = None  # the model's latest reply (its calls may be held)
 
@@ -127,7 +128,7 @@ class TurnExecution:
             return await self._end(self.journal.finish, self.claim, ending, None)
         state = RunState(self.claim.turn_id, history)
         if decisions is not None:  # the answer to the held calls is the turn's message 0
-            state.decisions, self.index = decisions, -1
+            state.decisions, self.index, self.first = decisions, -1, 0
         if self.compacting is not None:
             self.compacting.watch(state)
         try:
@@ -167,7 +168,8 @@ class TurnExecution:
 
     async def _cancelled(self, state: RunState, reason: str) -> Claim | None:
         settled = state.settled()
-        for index, message in enumerate(settled[self.index :], start=self.index + 1):
+        stored = self.index + 1 - self.first  # of the run's messages (its input is not one)
+        for index, message in enumerate(settled[stored:], start=self.index + 1):
             self.pending.messages.append((index, message))
         ending = Ending(TurnState.CANCELLED, reason=reason)
         return await self._end(self.journal.finish, self.claim, ending, self.pending.take())
