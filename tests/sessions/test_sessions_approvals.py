@@ -8,6 +8,7 @@ Each flow runs on SQLite and on Postgres.
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -343,7 +344,7 @@ async def test_a_cancel_while_the_approved_call_runs_answers_it_as_interrupted(
     db_url: str,
 ) -> None:
     app = App(db_url)
-    started = asyncio.Event()
+    started = threading.Event()  # set on the loop that runs turns, not this one
     runs: list[str] = []
 
     @turnkit.tool(needs_approval=True)
@@ -365,7 +366,7 @@ async def test_a_cancel_while_the_approved_call_runs_answers_it_as_interrupted(
         receipt = await app.send(session.id, text="deploy prod")
         await app.wait(receipt.turn_id, timeout=10)
         approved = await app.approve(session.id, True)
-        await asyncio.wait_for(started.wait(), 10)
+        assert await asyncio.to_thread(started.wait, 10)
         assert await app.cancel(session.id) == approved.turn_id
         cancelled = await app.wait(approved.turn_id, timeout=10)
         history = await app.history(session.id)
