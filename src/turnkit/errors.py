@@ -16,6 +16,7 @@ __all__ = [
     "MCPServerError",
     "MCPToolError",
     "ModelNotFoundError",
+    "NoApprovalOpenError",
     "OutputValidationError",
     "PlanError",
     "ProviderError",
@@ -295,6 +296,25 @@ class InvalidInputError(TurnkitError, ValueError):
 
     def __reduce__(self) -> tuple[type[InvalidInputError], tuple[str, str]]:
         return (type(self), (self.field, self.problem))
+
+
+class NoApprovalOpenError(InvalidInputError):
+    """``approve`` on a session with no tool calls waiting for a decision (HTTP 409).
+
+    Nothing was stored. The session may have no open question, or one from
+    ``ask`` (answer it with ``send``), or the calls were decided already.
+    """
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(
+            "session_id",
+            f"session {session_id!r} has no tool calls waiting for a decision "
+            "(no open question with approvals)",
+        )
+
+    def __reduce__(self) -> tuple[type[NoApprovalOpenError], tuple[str]]:  # type: ignore[override]
+        return (type(self), (self.session_id,))
 
 
 class WebhookNotFoundError(TurnkitError, LookupError):

@@ -48,3 +48,15 @@ def test_approvals_holds_large_refunds_then_runs_the_approved_one_once() -> None
     assert "refunded so far: [('7', 20.0)]" in out
     assert "refunded: [('7', 20.0), ('42', 200.0)]" in out
     assert "<- tool_result(r3): The user denied" in out and "over the refund limit" in out
+
+
+def test_session_approvals_holds_the_refunds_until_decided_and_runs_the_approved_one() -> None:
+    out = run_example("session_approvals.py")
+    assert "turn: completed | session: awaiting_input" in out
+    assert "waiting: r1 refund({'order_id': '42', 'amount': 250})" in out
+    assert "refunded so far: []" in out
+    assert "answer value: mixed" in out
+    assert "refunded: [('42', 200.0)]" in out
+    assert "decided: r2 approved=False (over the refund limit)" in out
+    assert "<- tool_result(l1): order 42: delivered" in out
+    assert "<- tool_result(r2): The user denied" in out

@@ -299,10 +299,15 @@ class LinearChannel:
             await client.aclose()
 
 
+_APPROVAL_HINT = "Reply approve or deny; any other reply denies, and is passed on as the reason."
+
+
 def _final(content: dict[str, Any]) -> dict[str, Any]:
     question = content["question"]
     if question is not None:
         lines = [question["text"], *(f"- {o['label']}" for o in question.get("options") or ())]
+        if question.get("approvals"):  # tool calls that wait for a person's yes
+            lines.append(_APPROVAL_HINT)
         return {"type": "elicitation", "body": "\n".join(lines)}
     status, reason = content["status"], content["reason"]
     if status == "completed":

@@ -122,7 +122,7 @@ def queue_outcome(tx: Tx, ended: TurnEnded, wake: Callable[[], None]) -> None:
         "text": ended.output,
         "question": ended.question,
         "error": ended.error,
-        "actions": _actions(tx, ended.turn_id),
+        "actions": _actions(tx, ended.turn_id, _held_calls(ended.question)),
     }
     _insert(tx, ended.session_id, ended.turn_id, link.provider, "outcome", content, None)
     tx.after_commit(wake)
@@ -180,8 +180,13 @@ def _insert(
     )
 
 
-def _actions(tx: Tx, turn_id: str) -> list[dict[str, Any]]:
-    """The turn's tool calls (but ``ask``), in order, with their results."""
+def _held_calls(question: dict[str, Any] | None) -> frozenset[str]:
+    """The calls a question holds for approval: they did not run (the question shows them)."""
+    return frozenset(a["call_id"] for a in (question or {}).get("approvals") or ())
+
+
+def _actions(tx: Tx, turn_id: str, held: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+    """The turn's tool calls (but ``ask`` and ``held`` ones), in order, with their results."""
     rows = tx.execute(
         sa.select(t.messages.c.message)
         .where(t.messages.c.turn_id == turn_id)
@@ -191,7 +196,7 @@ def _actions(tx: Tx, turn_id: str) -> list[dict[str, Any]]:
     by_id: dict[str, dict[str, Any]] = {}
     for row in rows:
         for block in Message.from_dict(json.loads(row.message)).content:
-            if isinstance(block, ToolUseBlock) and block.name != "ask":
+            if isinstance(block, ToolUseBlock) and block.name != "ask" and block.id not in held:
                 call = {
                     "name": block.name,
                     "parameter": _cut(dumps(thaw(block.input))),

@@ -324,6 +324,12 @@ def _without_mention(text: str, bot: str | None, mention: bool) -> str:
 
 def _question_text(question: dict[str, Any]) -> str:
     lines = [question["text"]]
+    if question.get("approvals"):  # tool calls that wait for a person's yes
+        lines.append(
+            "_Reply *approve* or *deny* in this thread; any other reply denies, "
+            "and is passed on as the reason._"
+        )
+        return "\n".join(lines)
     lines.extend(f"• {option['label']}" for option in question.get("options") or ())
     lines.append("_Reply in this thread to answer._")
     return "\n".join(lines)

@@ -9,15 +9,18 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 __all__ = [
+    "ApprovalIn",
+    "ApprovalRequestOut",
     "CancelOut",
     "CreateSession",
     "EventOut",
     "ForkSession",
     "ForkedFromOut",
     "Health",
+    "PostApprovals",
     "PostTurn",
     "Problem",
     "QuestionOut",
@@ -67,6 +70,32 @@ class PostTurn(_Request):
     on_busy: Literal["queue", "steer", "interrupt", "merge"] | None = None
 
 
+class ApprovalIn(_Request):
+    """A decision on one waiting tool call."""
+
+    approved: StrictBool
+    reason: str | None = Field(default=None, min_length=1, max_length=4000)
+    input: dict[str, Any] | None = Field(
+        default=None, description="run the approved call with this input (checked first)"
+    )
+
+
+class PostApprovals(_Request):
+    """``POST /sessions/{id}/approvals``: true or false for every waiting call, or a
+    decision per call id (every waiting call needs one)."""
+
+    decisions: StrictBool | dict[str, StrictBool | ApprovalIn]
+    reason: str | None = Field(default=None, min_length=1, max_length=4000)
+
+
+class ApprovalRequestOut(BaseModel):
+    """A tool call that waits for a person's decision."""
+
+    call_id: str
+    tool: str
+    input: dict[str, Any]
+
+
 class QuestionOptionOut(BaseModel):
     label: str
     value: Any = None
@@ -79,6 +108,7 @@ class QuestionOut(BaseModel):
     text: str
     options: list[QuestionOptionOut] = []
     turn_id: str | None = None
+    approvals: list[ApprovalRequestOut] = []
 
 
 class ForkedFromOut(BaseModel):

@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException
 
 from turnkit.errors import (
     InvalidInputError,
+    NoApprovalOpenError,
     SessionEndedError,
     SessionNotFoundError,
     TurnNotFoundError,
@@ -107,6 +108,7 @@ def install_handlers(api: FastAPI) -> None:
         (WebhookNotFoundError, 404),
         (UnknownAgentError, 422),
         (SessionEndedError, 409),
+        (NoApprovalOpenError, 409),
         (InvalidInputError, 422),
         (WebhookSignatureError, 401),
     ]:

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from turnkit.errors import InvalidInputError, TurnNotFoundError
+from turnkit.server.approvals import approval_route
 from turnkit.server.chat import chat_route
 from turnkit.server.events import events_route
 from turnkit.server.models import (
@@ -69,6 +70,7 @@ def guarded_routes(app: Any, guard: Any, ping: float) -> APIRouter:
     events_route(router, app, ping)
     chat_route(router, app)
     _control_routes(router, app)
+    approval_route(router, app)
     return router
 
 

@@ -341,6 +341,40 @@ class App(Definitions):
             new.details["channel"] = channel_dict
         return await asyncio.to_thread(runtime.accept, check.check_id(session_id), new)
 
+    async def approve(self, session_id: str, decisions: Any, reason: str | None = None) -> Receipt:
+        """Decide the tool calls that wait for approval in the session's open question.
+
+        ``decisions`` is True or False for every waiting call, or ``{call_id:
+        True | False | Approval}`` with a decision for each (an ``Approval``'s
+        ``input`` runs the call with that input, checked against the tool's
+        schema first); ``reason`` goes with each decision that has none (a
+        denied call's result gives it to the model). It sends an input that
+        answers the question (``answer.value`` ``approve``, ``deny`` or
+        ``mixed``); its turn runs the approved calls. Raises
+        :class:`~turnkit.errors.NoApprovalOpenError` when no calls wait, and
+        :class:`~turnkit.errors.InvalidInputError` naming the call for an
+        unknown or missing call id or a refused input: nothing is stored.
+
+        >>> app.approve_sync(session.id, {"call_1": True})  # doctest: +SKIP
+        """
+        from turnkit.sessions.db.approvals import approve
+
+        runtime = self.runtime
+        session_id = check.check_id(session_id)
+        checked = check.check_decisions(decisions)
+        if reason is not None and (type(reason) is not str or not reason.strip()):
+            raise InvalidInputError("reason", f"must be a non-empty string or None, got {reason!r}")
+        reason = check.check_text(reason, "reason")
+        agent, _ = await asyncio.to_thread(runtime.store.session_agent, session_id)
+        tools = self.agent_named(agent).tools if agent in self.agents else {}
+
+        def tool_named(name: str) -> Any:
+            return tools.get(name) or self.tools.get(name)
+
+        return await asyncio.to_thread(
+            approve, runtime.store, session_id, checked, reason, tool_named
+        )
+
     async def wait(self, turn_id: str, timeout: float | None = None) -> Turn:
         """The turn once it is terminal; ``TimeoutError`` after ``timeout`` seconds."""
         return await self.runtime.wait_turn(check.check_id(turn_id, "turn_id"), timeout)
@@ -558,6 +592,9 @@ class App(Definitions):
         return run_sync(
             self.send(session_id, text, payload, source, idempotency_key, answers, channel, on_busy)
         )
+
+    def approve_sync(self, session_id: str, decisions: Any, reason: str | None = None) -> Receipt:
+        return run_sync(self.approve(session_id, decisions, reason))
 
     def wait_sync(self, turn_id: str, timeout: float | None = None) -> Turn:
         return run_sync(self.wait(turn_id, timeout))

@@ -25,7 +25,7 @@ import sqlalchemy as sa
 
 from turnkit.errors import SessionEndedError
 from turnkit.sessions._values import dumps, new_id, now, when
-from turnkit.sessions.db import busy
+from turnkit.sessions.db import approvals, busy
 from turnkit.sessions.db import schema as t
 from turnkit.sessions.db.store import Store, Tx
 from turnkit.sessions.db.turns import queue_turn
@@ -45,6 +45,7 @@ class NewInput:
 
     __slots__ = (
         "answers",
+        "decisions",
         "describe",
         "details",
         "hops",
@@ -76,6 +77,7 @@ class NewInput:
         self.describe = describe  # the text its input.received event shows, if not its own
         self.hops = hops  # outcomes and sub-agent tasks that led here (AgentInput.hops)
         self.on_busy = on_busy  # "queue" | "steer" | "interrupt" | "merge"; None: the agent's
+        self.decisions: Any = None  # app.approve's checked decisions (db.approvals.Decisions)
 
 
 def accept_input(store: Store, session_id: str, new: NewInput) -> Receipt:
@@ -177,6 +179,7 @@ def _answer(tx: Tx, session_id: str, new: NewInput, stored: dict[str, Any]) -> R
     steering, overflow = _split(held)
     agent_input["steering"] = [_held_item(row) for row in steering]
     resume = {"call_id": stored.get("call_id"), "results": stored.get("results", [])}
+    resume |= approvals.answer_resume(stored, new, agent_input)  # held tool calls decided
     turn_id = queue_turn(tx, session_id, input_id, agent_input, resume)
     if steering:
         tx.execute(
@@ -188,6 +191,7 @@ def _answer(tx: Tx, session_id: str, new: NewInput, stored: dict[str, Any]) -> R
         queue_turn(tx, session_id, row.id, _own_input(row))
     tx.execute(t.sessions.update().where(t.sessions.c.id == session_id).values(question=None))
     _received(tx, session_id, input_id, new, turn_id, held=False)
+    approvals.record_decisions(tx, session_id, turn_id, resume, new)
     return Receipt(input_id, turn_id, "queued")
 
 

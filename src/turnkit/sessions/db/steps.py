@@ -70,6 +70,7 @@ class Claim:
     data: dict[str, Any]
     resumed: bool  # claimed before (a replay after a crash): its steps may be recorded
     runner_id: str  # the session's runner running it
+    resume: dict[str, Any] | None = None  # an answer's turn: what the question left for it
 
 
 class PendingWrites:
@@ -135,13 +136,17 @@ class Journal:
         if claimed is None:
             return None
         row = claimed.row
-        if not claimed.resumed:
-            resume = None if row.resume is None else json.loads(row.resume)
+        resume = None if row.resume is None else json.loads(row.resume)
+        # A turn that decides held tool calls starts from their reply: its first
+        # message is the answer to that reply's calls, which the run makes.
+        if not claimed.resumed and not (resume and resume.get("approvals")):
             message = input_message(AgentInput.from_dict(json.loads(row.input)), row.id, resume)
             self._add_message(tx, session_id, row.id, 0, message)
-        return self._claim(tx, row, claimed.resumed, runner_id)
+        return self._claim(tx, row, claimed.resumed, runner_id, resume)
 
-    def _claim(self, tx: Tx, row: Any, resumed: bool, runner_id: str) -> Claim:
+    def _claim(
+        self, tx: Tx, row: Any, resumed: bool, runner_id: str, resume: dict[str, Any] | None
+    ) -> Claim:
         session = tx.execute(
             sa.select(t.sessions.c.agent, t.sessions.c.data).where(
                 t.sessions.c.id == row.session_id
@@ -166,6 +171,7 @@ class Journal:
             json.loads(session.data),
             resumed,
             runner_id,
+            resume,
         )
 
     # -- steps ---------------------------------------------------------------
@@ -397,9 +403,9 @@ def compaction_key(number: int) -> str:
 def _position_of(stored: Conversation, claim: Claim, base: int) -> int:
     """The position of message ``base`` of the turn's conversation: of the messages
     before the turn (as the claim has them) or of those the turn stored."""
-    own_start = len(claim.history) - 1  # the turn's input: its turn_index 0
+    earlier = [s for s in stored.entries if s.turn_id != claim.turn_id]
+    own_start = len(earlier)  # the turn's first message (its input): its turn_index 0
     if base < own_start:
-        earlier = [s for s in stored.entries if s.turn_id != claim.turn_id]
         return earlier[base].position
     index = base - own_start
     for entry in stored.entries:

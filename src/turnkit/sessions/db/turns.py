@@ -260,7 +260,8 @@ def end_asking(
         .values(question=dumps(stored), data=data_json)
     )
     options = [{"label": o.label, "value": o.value} for o in question.options]
-    tx.emit(session_id, QuestionAsked(question.id, question.text, options), turn_id)
+    approvals = [request.to_dict() for request in question.approvals]
+    tx.emit(session_id, QuestionAsked(question.id, question.text, options, approvals), turn_id)
     hold_queued(tx, session_id)
     end_turn(tx, session_id, turn_id, TurnState.COMPLETED, output=question.text, question=asked)
     return True

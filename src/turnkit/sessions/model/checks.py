@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from turnkit.errors import InvalidInputError, InvalidMessageError
@@ -39,6 +40,7 @@ __all__ = [
     "MAX_UNIX_SECONDS",
     "check_channel",
     "check_data",
+    "check_decisions",
     "check_id",
     "check_key",
     "check_limit",
@@ -249,3 +251,52 @@ def _short(value: object) -> str:
     except Exception:  # a caller's object whose repr fails
         return f"<{type(value).__name__}>"
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def check_decisions(value: object) -> Any:
+    """``approve``'s decisions: True or False (for every held call), or a mapping of
+    call ids to True, False, an :class:`~turnkit.Approval` or its fields as a dict
+    (``{"approved", "reason"?, "input"?}``); as a bool or ``{call_id: Approval}``."""
+    from turnkit.agent.approvals import Approval
+
+    if type(value) is bool:
+        return value
+    if not isinstance(value, Mapping):
+        raise InvalidInputError(
+            "decisions",
+            "must be True, False or a dict of {call_id: True | False | Approval}, "
+            f"got {type(value).__name__}",
+        )
+    if not value:
+        raise InvalidInputError("decisions", "is empty: give a decision for every waiting call")
+    decisions: dict[str, Approval] = {}
+    for call_id, decision in value.items():
+        if type(call_id) is not str or not call_id:
+            raise InvalidInputError(
+                "decisions", f"call ids must be non-empty strings, got {call_id!r}"
+            )
+        field = f"decisions[{call_id!r}]"
+        if type(decision) is bool:
+            decision = Approval(decision)
+        elif isinstance(decision, Mapping):
+            decision = _approval_of(field, decision)
+        elif not isinstance(decision, Approval):
+            raise InvalidInputError(
+                field, f"must be True, False, an Approval or a dict, got {type(decision).__name__}"
+            )
+        decisions[call_id] = decision
+    return decisions
+
+
+def _approval_of(field: str, fields: Mapping[str, Any]) -> Any:
+    from turnkit.agent.approvals import Approval
+
+    unknown = sorted(set(fields) - {"approved", "reason", "input"})
+    if unknown:
+        raise InvalidInputError(field, f"unknown field(s) {', '.join(map(repr, unknown))}")
+    if "approved" not in fields:
+        raise InvalidInputError(field, "needs 'approved' (true or false)")
+    try:
+        return Approval(fields["approved"], fields.get("reason"), fields.get("input"))
+    except (TypeError, ValueError) as err:
+        raise InvalidInputError(field, str(err)) from None

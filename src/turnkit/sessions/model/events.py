@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 __all__ = [
     "EVENT_TYPES",
     "TURN_END_TYPES",
+    "ApprovalDecided",
     "ChannelDeliveryFailed",
     "HistoryCompacted",
     "InputReceived",
@@ -110,6 +111,26 @@ class QuestionAsked(SessionEvent):
     question: str
     options: list[dict[str, Any]]
     approvals: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalDecided(SessionEvent):
+    """A tool call that waited for a person was approved or denied.
+
+    ``source`` is the deciding input's source and ``user_id`` its author on a
+    channel (``channel.user_id``; None otherwise). ``input`` is the edited
+    input an approval runs the call with, or None (the model's input).
+    Recorded with the input that decides, before the call runs.
+    """
+
+    type: ClassVar[str] = "approval.decided"
+    call_id: str
+    tool: str
+    approved: bool
+    reason: str | None
+    source: str
+    user_id: str | None
+    input: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +239,7 @@ EVENT_TYPES: dict[str, type[SessionEvent]] = {
         ToolStarted,
         ToolFinished,
         QuestionAsked,
+        ApprovalDecided,
         TurnCompleted,
         TurnFailed,
         TurnCancelled,

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from turnkit.agent.approvals import ApprovalRequest
 from turnkit.sessions.model.inputs import AgentInput
 from turnkit.sessions.model.status import TERMINAL
 
@@ -57,21 +58,35 @@ class QuestionOption:
 
 @dataclass(frozen=True, slots=True)
 class Question:
-    """A question the session's agent asked; it waits for an answer."""
+    """A question the session's agent asked; it waits for an answer.
+
+    ``approvals`` lists the tool calls that wait for a person's decision
+    (a tool made with ``needs_approval``); it is empty for an ``ask``.
+    """
 
     id: str
     text: str
     options: tuple[QuestionOption, ...] = ()
     turn_id: str | None = None
+    approvals: tuple[ApprovalRequest, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         options = [{"label": o.label, "value": o.value} for o in self.options]
-        return {"id": self.id, "text": self.text, "options": options, "turn_id": self.turn_id}
+        return {
+            "id": self.id,
+            "text": self.text,
+            "options": options,
+            "turn_id": self.turn_id,
+            "approvals": [request.to_dict() for request in self.approvals],
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Question:
         options = tuple(QuestionOption(o["label"], o["value"]) for o in data.get("options", ()))
-        return cls(data["id"], data["text"], options, data.get("turn_id"))
+        approvals = tuple(
+            ApprovalRequest(a["call_id"], a["tool"], a["input"]) for a in data.get("approvals", ())
+        )
+        return cls(data["id"], data["text"], options, data.get("turn_id"), approvals)
 
 
 @dataclass(frozen=True, slots=True)

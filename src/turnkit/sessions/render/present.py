@@ -18,7 +18,7 @@ from turnkit.messages import Message, TextBlock, ToolResultBlock, validate_block
 from turnkit.messages._json import thaw
 from turnkit.sessions.model.inputs import AgentInput, EventInfo, HeldInput
 
-__all__ = ["data_block", "describe_event", "input_message", "steered_message"]
+__all__ = ["data_block", "describe_event", "input_message", "steered_message", "steering_text"]
 
 _PEOPLE = ("user", "channel", "system")  # whose text is shown as it is
 
@@ -116,6 +116,12 @@ def _steering_parts(item: AgentInput) -> list[str]:
         )
         parts.append(data_block("input", origin, body))
     return parts
+
+
+def steering_text(item: AgentInput) -> str | None:
+    """The steering of an answer's input as the model sees it, or None when there is none."""
+    parts = _steering_parts(item)
+    return "\n\n".join(parts) if parts else None
 
 
 def input_message(

@@ -105,6 +105,11 @@ class DurableModel(Model):
         names = dict.fromkeys([*agent.tools, *(tool.name for tool in offered)])
         return system, tuple(self.tools[name].spec for name in names)
 
+    async def offer_tools(self) -> None:
+        """Run the render once for the tools it offers (``self.tools``), before any
+        model call: a turn that decides held tool calls runs them first."""
+        await self._render()
+
     def takes_output_schema(self, with_tools: bool) -> bool:
         return self._agent.model.takes_output_schema(with_tools)
 

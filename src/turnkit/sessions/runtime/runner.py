@@ -37,6 +37,7 @@ from turnkit.sessions.db.store import queued_key
 from turnkit.sessions.model.checks import check_payload
 from turnkit.sessions.model.status import TurnState
 from turnkit.sessions.render.ask import ASK, ask_tool, question_for
+from turnkit.sessions.runtime.approving import decided_start, held_question, is_partial_answer
 from turnkit.sessions.runtime.compacting import TurnCompaction
 from turnkit.sessions.runtime.conversions import KeptConversions
 from turnkit.sessions.runtime.durable import DurableModel, RenderError, describe_error
@@ -114,7 +115,9 @@ class TurnExecution:
         if worker.live is not None:  # the model calls stream to live followers
             self.model.live = TurnLive(worker.live, self.journal, claim, self.pending)
         self.index = 0  # messages produced so far (the input is 0)
+        self.first = 1  # the turn_index of the run's first message (0: no input of its own)
         self.held_results: list[ToolResultBlock] = []  # other results, held with a question
+        self.reply: Message | None = None  # the model's latest reply (its calls may be held)
 
     async def run(self) -> Claim | None:
         """Run the turn to its end; the runner's next claim (made with the end), or None."""
@@ -131,7 +134,17 @@ class TurnExecution:
             compaction=None if self.compacting is None else self.compacting.settings,
             conversion=self.worker.conversions.of(self.claim.session_id),
         )
-        state = self.state = RunState(self.claim.turn_id, self.claim.history)
+        try:
+            history, decisions = await decided_start(
+                self.claim, self.model, self.worker.definitions
+            )
+        except RenderError as err:  # the render that offers the approved calls' tools
+            ending = Ending(TurnState.FAILED, error=str(err), reason="render_error")
+            self.worker.ending(self.claim.turn_id)
+            return await self._end(self.journal.finish, self.claim, ending, None)
+        state = self.state = RunState(self.claim.turn_id, history)
+        if decisions is not None:  # the answer to the held calls is the turn's message 0
+            state.decisions, self.index, self.first = decisions, -1, 0
         if self.compacting is not None:
             self.compacting.watch(state)
         try:
@@ -150,11 +163,16 @@ class TurnExecution:
 
     def _produced(self, message: Message) -> None:
         model = self.model
-        if model.asked is not None and message.role == "user":
-            # The ask call's result is the answer, in the turn that answers it:
-            # the other calls' results wait with the question.
+        if message.role == "user" and (
+            model.asked is not None or is_partial_answer(self.reply, message)
+        ):
+            # The ask call's result is the answer, in the turn that answers it (and
+            # held calls' results, in the turn that decides them): the other
+            # calls' results wait with the question.
             self.held_results = [b for b in message.content if b.tool_use_id != model.ask_call]
             return
+        if message.role == "assistant":
+            self.reply = message
         self.index += 1
         self.pending.messages.append((self.index, message))
 
@@ -172,7 +190,8 @@ class TurnExecution:
 
     async def _cancelled(self, state: RunState, reason: str) -> Claim | None:
         settled = state.settled()
-        for index, message in enumerate(settled[self.index :], start=self.index + 1):
+        stored = self.index + 1 - self.first  # of the run's messages (its input is not one)
+        for index, message in enumerate(settled[stored:], start=self.index + 1):
             self.pending.messages.append((index, message))
         ending = Ending(TurnState.CANCELLED, reason=reason)
         return await self._end(self.journal.finish, self.claim, ending, self.pending.take())
@@ -185,6 +204,11 @@ class TurnExecution:
             error = f"the session data cannot be saved: {err}"
             ending = Ending(TurnState.FAILED, error=error, reason="invalid_session_data")
             return await self._end(self.journal.finish, claim, ending, self.pending.take())
+        if result.success and result.approvals:  # calls wait for a person's decision
+            question, resume = held_question(claim, result, self.held_results, model.ask_call)
+            return await self._end(
+                self.journal.finish_asking, claim, question, resume, data_json, self.pending.take()
+            )
         if model.asked is not None:
             resume = {
                 "call_id": model.ask_call,
