@@ -1,0 +1,120 @@
+"""A real ``turnkit serve`` of ui_app.py, and headless Chromium (Debian's) driven by Playwright.
+
+The server is a child process started here and ended by its pid; the
+browser is launched from /usr/bin/chromium (never downloaded). Screenshots
+of the main views go to tests/artifacts/ui/.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx2
+import pytest
+
+ROOT = Path(__file__).parents[3]
+APP = Path(__file__).with_name("ui_app.py")
+KEY = "ui-test-key-0123"
+ARTIFACTS = ROOT / "tests" / "artifacts" / "ui"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+
+
+@dataclass
+class Served:
+    base: str
+    key: str | None
+    gate: Path
+    pid: int
+
+    def client(self) -> httpx2.Client:
+        headers = {"Authorization": f"Bearer {self.key}"} if self.key else {}
+        return httpx2.Client(base_url=self.base, headers=headers, timeout=30)
+
+
+def _serve(tmp_path: Path, key: str | None) -> Iterator[Served]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        "TURNKIT_DATABASE_URL": f"sqlite:///{tmp_path / 'ui.db'}",
+        "UI_TEST_GATE": str(tmp_path / "gate"),
+    }
+    env.pop("TURNKIT_API_KEY", None)
+    command = [sys.executable, "-m", "turnkit", "serve", str(APP), "--port", "0"]
+    if key:
+        command += ["--api-key", key]
+    proc = subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        banner = proc.stdout.readline()  # type: ignore[union-attr]
+        assert banner.startswith("turnkit: serving agents"), banner + proc.stderr.read()  # type: ignore[union-attr]
+        base = banner.split(" at ", 1)[1].split()[0]
+        yield Served(base, key, tmp_path / "gate", proc.pid)
+    finally:
+        os.kill(proc.pid, signal.SIGINT)
+        try:
+            proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.communicate(timeout=10)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    """The test app behind ``turnkit serve --api-key``."""
+    yield from _serve(tmp_path, KEY)
+
+
+@pytest.fixture
+def served_open(tmp_path: Path) -> Iterator[Served]:
+    """The test app behind ``turnkit serve`` without a key (loopback only)."""
+    yield from _serve(tmp_path, None)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[object]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"no Chromium at {CHROMIUM}: apt-get install chromium (.ci/run does)")
+    with playwright_api.sync_playwright() as driver:
+        launched = driver.chromium.launch(
+            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"]
+        )
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: object) -> Iterator[object]:
+    context = browser.new_context(viewport={"width": 1200, "height": 900})  # type: ignore[attr-defined]
+    opened = context.new_page()
+    opened.set_default_timeout(10_000)
+    errors: list[str] = []
+    opened.on("pageerror", lambda err: errors.append(str(err)))
+    opened.errors = errors
+    yield opened
+    context.close()
+
+
+def screenshot(page: object, name: str) -> Path:
+    """Save the page as tests/artifacts/ui/<name>.png (the artifact of a main view)."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=False)  # type: ignore[attr-defined]
+    return path
+
+
+def sign_in(page: object, served: Served, path: str = "/ui") -> None:
+    """Open the page and give it the key at its prompt."""
+    page.goto(served.base + path)  # type: ignore[attr-defined]
+    page.fill("#api-key", served.key or "")  # type: ignore[attr-defined]
+    page.click("#key-form button")  # type: ignore[attr-defined]
+    page.wait_for_selector("table.sessions, #conversation")  # type: ignore[attr-defined]
