@@ -19,6 +19,8 @@ from pathlib import Path
 import httpx2
 import pytest
 
+from .ui_constants import WEBHOOK_SECRET
+
 ROOT = Path(__file__).parents[3]
 APP = Path(__file__).with_name("ui_app.py")
 KEY = "ui-test-key-0123"
@@ -94,7 +96,11 @@ def browser() -> Iterator[object]:
 
 @pytest.fixture
 def page(browser: object) -> Iterator[object]:
-    context = browser.new_context(viewport={"width": 1200, "height": 900})  # type: ignore[attr-defined]
+    # bypass_csp lets Playwright evaluate its wait conditions; it also means the
+    # hostile-content tests pass on the page's own escaping, not on the CSP.
+    context = browser.new_context(  # type: ignore[attr-defined]
+        viewport={"width": 1200, "height": 900}, bypass_csp=True
+    )
     opened = context.new_page()
     opened.set_default_timeout(10_000)
     errors: list[str] = []
@@ -118,3 +124,44 @@ def sign_in(page: object, served: Served, path: str = "/ui") -> None:
     page.fill("#api-key", served.key or "")  # type: ignore[attr-defined]
     page.click("#key-form button")  # type: ignore[attr-defined]
     page.wait_for_selector("table.sessions, #conversation")  # type: ignore[attr-defined]
+
+
+def post_webhook(served: Served, body: dict[str, object], message_id: str) -> httpx2.Response:
+    """A signed delivery to the test app's ``orders`` webhook."""
+    import json
+    import time
+    from datetime import UTC, datetime
+
+    from standardwebhooks.webhooks import Webhook
+
+    raw = json.dumps(body)
+    stamp = int(time.time())
+    signature = Webhook(WEBHOOK_SECRET).sign(message_id, datetime.fromtimestamp(stamp, UTC), raw)
+    headers = {
+        "webhook-id": message_id,
+        "webhook-timestamp": str(stamp),
+        "webhook-signature": signature,
+        "Content-Type": "application/json",
+    }
+    return httpx2.post(f"{served.base}/webhooks/orders", content=raw, headers=headers, timeout=30)
+
+
+def wait_idle(http: httpx2.Client, session_id: str, status: str = "idle") -> dict[str, object]:
+    """Wait (bounded) until the session reaches ``status``, by following its events."""
+    import time
+
+    deadline = time.monotonic() + 20
+    with http.stream(
+        "GET", f"/sessions/{session_id}/events", headers={"Accept": "text/event-stream"}
+    ) as stream:
+        session = http.get(f"/sessions/{session_id}").json()
+        if session["status"] == status:
+            return session
+        for line in stream.iter_lines():
+            if time.monotonic() > deadline:
+                break
+            if line.startswith("event: turn.") or line.startswith("event: question."):
+                session = http.get(f"/sessions/{session_id}").json()
+                if session["status"] == status:
+                    return session
+    raise AssertionError(f"session {session_id} never became {status}")

@@ -24,8 +24,8 @@ from typing import Any
 import turnkit
 from turnkit.sessions import App
 from turnkit.testing import ScriptedModel
+from ui_constants import HOSTILE, WEBHOOK_SECRET
 
-HOSTILE = '<script>window.__pwned = "script"</script><img src=x onerror="window.__pwned=\'img\'">'
 
 
 def _png(width: int, height: int) -> str:
@@ -145,3 +145,6 @@ def bulk_reply(request: Any) -> Any:
 @app.agent("bulk", model=ScriptedModel([bulk_reply] * 5000), tools=[noop], max_turns=600)
 def bulk() -> str:
     return "Work through the steps."
+
+
+app.webhook("orders", agent="helper", secret=WEBHOOK_SECRET, session_key=lambda body: body["key"])
