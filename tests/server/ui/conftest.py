@@ -7,6 +7,7 @@ of the main views go to tests/artifacts/ui/.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -165,3 +166,72 @@ def wait_idle(http: httpx2.Client, session_id: str, status: str = "idle") -> dic
                 if session["status"] == status:
                     return session
     raise AssertionError(f"session {session_id} never became {status}")
+
+
+class CuttableProxy:
+    """A TCP relay on 127.0.0.1 in front of the server whose connections the test can
+    cut, as a network drop would (``cut()``), and refuse while ``down``."""
+
+    def __init__(self, upstream: str) -> None:
+        import socket
+        import threading
+
+        host, port = upstream.removeprefix("http://").split(":")
+        self.upstream = (host, int(port))
+        self.down = False
+        self.sockets: list[socket.socket] = []
+        self.lock = threading.Lock()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.base = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            if self.down:
+                client.close()
+                continue
+            server = socket.create_connection(self.upstream, timeout=10)
+            server.settimeout(None)
+            with self.lock:
+                self.sockets += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, source: object, sink: object) -> None:
+        try:
+            while data := source.recv(65536):  # type: ignore[attr-defined]
+                sink.sendall(data)  # type: ignore[attr-defined]
+        except OSError:
+            pass
+        finally:
+            for end in (source, sink):
+                with contextlib.suppress(OSError):
+                    end.shutdown(2)  # type: ignore[attr-defined]
+
+    def cut(self) -> None:
+        """Drop every open connection (and refuse new ones until ``down`` is False)."""
+        self.down = True
+        with self.lock:
+            for sock in self.sockets:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(2)
+                sock.close()
+            self.sockets.clear()
+
+    def close(self) -> None:
+        self.cut()
+        self.listener.close()
+
+
+@pytest.fixture
+def proxy(served_open: Served) -> Iterator[CuttableProxy]:
+    relay = CuttableProxy(served_open.base)
+    yield relay
+    relay.close()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextvars
 import os
 import struct
 import zlib
@@ -103,11 +104,22 @@ def helper_reply(request: Any) -> Any:
     return f"echo: {request.last_text}"
 
 
+_streaming: contextvars.ContextVar[bool] = contextvars.ContextVar("streaming", default=False)
+
+
 class GatedModel(ScriptedModel):
-    """A ScriptedModel whose ``slow`` reply stops streaming half-way until a file exists."""
+    """A ScriptedModel whose ``slow`` reply stops half-way until a file exists: after
+    four deltas when it streams, before answering when it is asked without streaming."""
+
+    async def request(self, request: Any) -> Any:
+        response = await super().request(request)
+        if not _streaming.get() and _text(response.message).startswith("Streaming"):
+            await _gate()
+        return response
 
     async def stream(self, request: Any) -> AsyncIterator[Any]:
         pieces: list[str] = []
+        _streaming.set(True)
         async for event in super().stream(request):
             yield event
             if event.type == "text_delta":
@@ -117,6 +129,10 @@ class GatedModel(ScriptedModel):
 
     def __repr__(self) -> str:
         return "GatedModel()"
+
+
+def _text(message: Any) -> str:
+    return "".join(getattr(block, "text", "") for block in message.content)
 
 
 async def _gate() -> None:

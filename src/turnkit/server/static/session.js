@@ -25,6 +25,7 @@ export async function showSession(main, id, signal, failed) {
     ? (await api.get(sessionPath(id, "/messages"))).slice(0, session.forked_from.at)
     : [];
   if (signal.aborted) return;
+  const fetched = performance.now();
 
   const header = el("section", { class: "session-header" });
   const log = el("div", { id: "conversation", class: "conversation" });
@@ -39,6 +40,7 @@ export async function showSession(main, id, signal, failed) {
   const last = events.length ? events[events.length - 1].seq : 0;
   performance.mark("turnkit:conversation-shown");
   document.body.dataset.shownMs = String(Math.round(performance.now() - started));
+  document.body.dataset.fetchMs = String(Math.round(fetched - started));
   document.body.dataset.messages = String(conversation.count);
   document.scrollingElement.scrollTop = document.scrollingElement.scrollHeight;
 
