@@ -161,11 +161,13 @@ def wait_idle(http: httpx2.Client, session_id: str, status: str = "idle") -> dic
         for line in stream.iter_lines():
             if time.monotonic() > deadline:
                 break
-            if line.startswith("event: turn.") or line.startswith("event: question."):
+            if line.startswith(("event: turn.completed", "event: turn.failed", "event: question.")):
                 session = http.get(f"/sessions/{session_id}").json()
                 if session["status"] == status:
                     return session
-    raise AssertionError(f"session {session_id} never became {status}")
+                if session["status"] != "running":  # settled elsewhere: fail now, not later
+                    break
+    raise AssertionError(f"session {session_id} is {session['status']}, not {status}")
 
 
 class CuttableProxy:

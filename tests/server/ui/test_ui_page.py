@@ -10,7 +10,6 @@ from .conftest import (
     Served,
     post_webhook,
     screenshot,
-    sign_in,
     wait_idle,
 )
 from .ui_constants import HOSTILE

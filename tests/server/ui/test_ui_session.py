@@ -23,7 +23,9 @@ def test_ui_shows_text_images_tools_thinking_sources_and_steering(
                      {"text": "think"}, {"text": "ask me"}):  # fmt: skip
             http.post(f"/sessions/{sid}/turns", json={"input": body})
         wait_idle(http, sid, "awaiting_input")
-        assert post_webhook(served_open, {"key": "order-7", "shipped": True}, "w1").status_code == 202
+        assert (
+            post_webhook(served_open, {"key": "order-7", "shipped": True}, "w1").status_code == 202
+        )
         http.post(f"/sessions/{sid}/turns", json={"input": {"text": "Small"}})
         wait_idle(http, sid)
     _open(page, served_open, sid)
@@ -120,7 +122,9 @@ def test_ui_resumes_after_the_network_drops_without_duplicates(
     streams: list[str | None] = []
     page.on(
         "request",
-        lambda r: streams.append(r.headers.get("last-event-id")) if "/events?live" in r.url else None,
+        lambda r: (
+            streams.append(r.headers.get("last-event-id")) if "/events?live" in r.url else None
+        ),
     )
     with served_open.client() as http:
         sid = http.post("/sessions", json={"agent": "helper"}).json()["id"]
@@ -144,7 +148,9 @@ def test_ui_resumes_after_the_network_drops_without_duplicates(
         page.wait_for_function(
             "() => document.getElementById('connection').dataset.state === 'live'"
         )
-        assert page.locator("article.msg").count() == len(http.get(f"/sessions/{sid}/messages").json())
+        assert page.locator("article.msg").count() == len(
+            http.get(f"/sessions/{sid}/messages").json()
+        )
         for text in ("echo: one", "echo: two", "echo: three"):
             assert page.locator(".msg .text", has_text=text).count() == 1
         indexes = page.locator("article.msg").evaluate_all("els => els.map(e => e.dataset.index)")

@@ -22,11 +22,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from ui_constants import HOSTILE, WEBHOOK_SECRET
+
 import turnkit
 from turnkit.sessions import App
 from turnkit.testing import ScriptedModel
-from ui_constants import HOSTILE, WEBHOOK_SECRET
-
 
 
 def _png(width: int, height: int) -> str:
@@ -79,7 +79,9 @@ def helper_reply(request: Any) -> Any:
     results = [b for b in last.content if getattr(b, "type", "") == "tool_result"]
     if results:
         result = results[0].content
-        text = result if isinstance(result, str) else " ".join(getattr(b, "text", "") for b in result)
+        text = (
+            result if isinstance(result, str) else " ".join(getattr(b, "text", "") for b in result)
+        )
         return f"Noted: {text}"
     said = request.last_text.strip().lower()
     turn = len(request.messages)
@@ -92,7 +94,10 @@ def helper_reply(request: Any) -> Any:
         return _call("lookup", f"bad{turn}", {"order": "hostile", "note": HOSTILE}, HOSTILE)
     if said.startswith("image"):
         source = {"type": "base64", "media_type": "image/png", "data": PIXEL}
-        content = [{"type": "text", "text": "Here is the chart."}, {"type": "image", "source": source}]
+        content = [
+            {"type": "text", "text": "Here is the chart."},
+            {"type": "image", "source": source},
+        ]
         return {"role": "assistant", "content": content}
     if said.startswith("think"):
         thought = {"type": "thinking", "thinking": "The user wants a plan.", "signature": "sig"}
