@@ -2,7 +2,8 @@
 
 The server starts the App when it starts and stops it when it stops (turns
 in flight resume at the next start). A bearer key, when given, guards every
-route but the signed webhooks, ``/healthz`` and ``/openapi.json``; it is
+route but the signed webhooks, ``/healthz``, ``/openapi.json`` and the ``/ui``
+page (which holds no data; :mod:`turnkit.server.ui`); it is
 compared in constant time.
 """
 
@@ -24,6 +25,7 @@ from turnkit.server.executors import executor_routes
 from turnkit.server.limits import BodyLimits
 from turnkit.server.problems import install_handlers
 from turnkit.server.routes import guarded_routes, open_routes
+from turnkit.server.ui import ui_routes
 
 __all__ = ["check_bind", "create_app", "is_loopback", "resolve_api_key"]
 
@@ -107,6 +109,7 @@ def create_app(
     api.include_router(guarded_routes(app, _guard(api_key), sse_ping))
     api.include_router(executor_routes(app, _guard(api_key)))
     api.include_router(open_routes(app))
+    api.include_router(ui_routes())
     api.add_middleware(BodyLimits)
     _document(api, app)
     return api
