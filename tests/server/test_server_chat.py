@@ -43,8 +43,15 @@ def replies() -> list[Any]:
 
 
 def ai_sdk_read(base: str, session_id: str, message_id: str, text: str) -> dict[str, Any]:
-    if shutil.which("node") is None or not (NODE_DIR / "node_modules" / "ai").exists():
-        pytest.fail("needs Node 20 and `npm ci` in tests/server/node (as .ci/run does)")
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.fail("needs Node 20 and npm (the machine image has them; .ci/run installs them)")
+    if not (NODE_DIR / "node_modules" / "ai").exists():  # the locked client, from npm
+        subprocess.run(
+            ["npm", "ci", "--no-audit", "--no-fund", "--silent"],
+            cwd=NODE_DIR,
+            check=True,
+            timeout=300,
+        )
     done = subprocess.run(
         ["node", "chat_client.mjs", base, session_id, API_KEY, message_id, text],
         cwd=NODE_DIR,
