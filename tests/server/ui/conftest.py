@@ -83,7 +83,7 @@ def served_open(tmp_path: Path) -> Iterator[Served]:
     yield from _serve(tmp_path, None)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
     if not Path(CHROMIUM).exists():
         pytest.fail(f"no Chromium at {CHROMIUM}: apt-get install chromium (.ci/run does)")

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from .conftest import Served, screenshot, wait_idle
 
 
@@ -166,7 +164,6 @@ def test_ui_decides_approvals_with_a_reason_against_the_spec_shapes(
     assert page.errors == []
 
 
-@pytest.mark.xfail(strict=False, reason="needs #22 live output (GET /events?live=true deltas)")
 def test_ui_shows_a_streamed_reply_before_the_turn_completes(
     served_open: Served, page: object
 ) -> None:
@@ -190,7 +187,6 @@ def test_ui_shows_a_streamed_reply_before_the_turn_completes(
     assert page.errors == []
 
 
-@pytest.mark.xfail(strict=False, reason="needs #23 approvals in sessions (POST /approvals)")
 def test_ui_approves_and_denies_tool_calls_on_the_server(served_open: Served, page: object) -> None:
     with served_open.client() as http:
         for approve in (True, False):
