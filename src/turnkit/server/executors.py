@@ -8,6 +8,8 @@ from typing import Any
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel
 
+from turnkit.server.problems import responses
+
 __all__ = ["ExecutorOut", "executor_routes"]
 
 
@@ -29,7 +31,7 @@ class ExecutorOut(BaseModel):
 
 
 def executor_routes(app: Any, guard: Any) -> APIRouter:
-    router = APIRouter(dependencies=[Depends(guard)])
+    router = APIRouter(dependencies=[Depends(guard)], responses=responses(401))
 
     @router.get("/executors")
     async def executors() -> list[ExecutorOut]:

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from turnkit.sessions._values import now as wall_now
 from turnkit.sessions.db import schema as t
-from turnkit.sessions.db.store import Store
+from turnkit.sessions.db.store import Store, Tx
 from turnkit.sessions.model.events import ScheduleFailed, ScheduleSkipped
 from turnkit.sessions.model.status import ACTIVE
 
@@ -42,10 +42,8 @@ def claim_instant(
     """Claim ``due``: None if already claimed, True if skipped (overlap), False to fire."""
     stamp = due.timestamp()
     with store.write() as tx:
-        row = tx.execute(
-            sa.select(t.schedules).where(t.schedules.c.id == schedule_id).with_for_update()
-        ).one()
-        if row.pending or (row.fired_for is not None and row.fired_for >= stamp):
+        row = _open_claim(tx, schedule_id, stamp)
+        if row is None:
             return None
         busy = overlap == "skip" and row.turn_id is not None and _active(tx.conn, row.turn_id)
         tx.execute(
@@ -70,15 +68,22 @@ def fail_instant(
     whether this call claimed it (False: another process had)."""
     stamp = due.timestamp()
     with store.write() as tx:
-        row = tx.execute(
-            sa.select(t.schedules).where(t.schedules.c.id == schedule_id).with_for_update()
-        ).one()
-        if row.pending or (row.fired_for is not None and row.fired_for >= stamp):
+        if _open_claim(tx, schedule_id, stamp) is None:
             return False
         statement = t.schedules.update().where(t.schedules.c.id == schedule_id)
         tx.execute(statement.values(fired_for=stamp, pending=False, updated_at=wall_now()))
         tx.emit(session_id, ScheduleFailed(schedule_id, due.isoformat(), error))
         return True
+
+
+def _open_claim(tx: Tx, schedule_id: str, stamp: float) -> Any:
+    """The schedule's row, locked, if the instant ``stamp`` is still to claim; else None."""
+    row = tx.execute(
+        sa.select(t.schedules).where(t.schedules.c.id == schedule_id).with_for_update()
+    ).one()
+    if row.pending or (row.fired_for is not None and row.fired_for >= stamp):
+        return None
+    return row
 
 
 def _active(conn: sa.Connection, turn_id: str) -> bool:

@@ -47,6 +47,7 @@ __all__ = [
     "check_on_busy",
     "check_payload",
     "check_seq",
+    "check_session_key_setting",
     "check_session_status",
     "check_source",
     "check_text",
@@ -112,6 +113,25 @@ def check_source(value: object) -> str:
     if value not in SOURCES:
         raise InvalidInputError("source", f"must be one of {', '.join(SOURCES)}; got {value!r}")
     return value  # type: ignore[return-value]
+
+
+def check_session_key_setting(
+    value: object, where: str, every: str, function_of: str, default: str = ""
+) -> None:
+    """A webhook's or schedule's ``session_key``: a key (one session for ``every``
+    fire or delivery), a function of ``function_of`` that returns the key, or None
+    (``default`` says which session that is). ``ValueError`` naming ``where``."""
+    if isinstance(value, str):
+        try:
+            check_key(value, "session_key")
+        except InvalidInputError as err:
+            raise ValueError(f"{where}: {err}") from None
+    elif value is not None and not callable(value):
+        raise ValueError(
+            f"{where}: session_key must be a string (one session for every {every}), "
+            f"a function of {function_of} that returns the session's key, or None"
+            f"{default}; got {type(value).__name__}"
+        )
 
 
 def check_on_busy(value: object, field: str = "on_busy") -> str | None:

@@ -83,7 +83,9 @@ async def _settle(fn: Callable[..., Any], *args: Any) -> Any:
             result = await asyncio.shield(future)
             break
         except asyncio.CancelledError:
-            if future.done() and not future.cancelled():
+            if future.done():  # the write ended (or was itself cancelled: the loop is closing)
+                if future.cancelled():
+                    raise
                 result = future.result()
                 break
             cancelled = True

@@ -130,17 +130,9 @@ def define_schedule(
     text, payload_json = _dispatch(dispatch, where)
     if overlap not in ("skip", "allow"):
         raise ValueError(f"{where}: overlap must be 'skip' or 'allow', got {overlap!r}")
-    if isinstance(session_key, str):
-        try:
-            check.check_key(session_key, "session_key")
-        except InvalidInputError as err:
-            raise ValueError(f"{where}: {err}") from None
-    elif session_key is not None and not callable(session_key):
-        raise ValueError(
-            f"{where}: session_key must be a string (one session for every fire), "
-            "a function of the ScheduleInfo that returns the session's key, or None "
-            f"(the schedule's own session); got {type(session_key).__name__}"
-        )
+    check.check_session_key_setting(
+        session_key, where, "fire", "the ScheduleInfo", " (the schedule's own session)"
+    )
     return ScheduleDef(
         schedule_id,
         cron,  # type: ignore[arg-type]

@@ -106,17 +106,7 @@ def define_webhook(
         verifier = Webhook(secret)
     except Exception as err:  # binascii.Error, EmptyWebhookSecretError, RuntimeError
         raise ValueError(f"{where}: secret is not base64 after 'whsec_' ({err})") from None
-    if isinstance(session_key, str):
-        try:
-            check.check_key(session_key, "session_key")
-        except InvalidInputError as err:
-            raise ValueError(f"{where}: {err}") from None
-    elif session_key is not None and not callable(session_key):
-        raise ValueError(
-            f"{where}: session_key must be a string (one session for every delivery), "
-            f"a function of the payload that returns the session's key, or None; "
-            f"got {type(session_key).__name__}"
-        )
+    check.check_session_key_setting(session_key, where, "delivery", "the payload")
     return WebhookDef(webhook_id, agent, verifier, session_key)  # type: ignore[arg-type]
 
 
