@@ -100,7 +100,9 @@ def test_turnkit_worker_runs_the_turns_another_process_sends(tmp_path: Path) -> 
     command = [sys.executable, "-m", "turnkit", "worker", str(HERE / "worker_app.py")]
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
     try:
-        assert proc.stdout.readline().strip() == "turnkit worker: running turns of agents echo"
+        assert proc.stdout.readline().startswith(
+            "turnkit worker: running turns of agents echo as executor "
+        )
         os.environ["WORKER_TEST_DB"] = env["WORKER_TEST_DB"]
         try:
             client = load_app(f"{HERE / 'worker_app.py'}:app")

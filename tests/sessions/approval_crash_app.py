@@ -51,6 +51,10 @@ def build(db: str, idempotent: bool, model: ScriptedModel, block: bool) -> App:
 
 
 async def main(db: str, mode: str, idempotent: bool) -> None:
+    if mode == "decided":  # the decision's turn then starts a runner of its own
+        from turnkit.sessions.runtime import runner
+
+        runner.RUNNER_LINGER_S = 0
     app = build(db, idempotent, ScriptedModel([REFUND]), block=mode == "running")
     async with app:
         session = await app.create_session("support", key="crash")

@@ -460,4 +460,8 @@ async def test_wakeup_state_is_released_when_nobody_follows(db_url: str) -> None
             await app.end_session(session.id)
             async for _ in app.follow(session.id):
                 pass
+        for _ in range(100):  # runners waiting a moment for a next input hold theirs
+            if notifier.followed == 0:
+                break
+            await asyncio.sleep(0.05)
         assert notifier.followed == 0

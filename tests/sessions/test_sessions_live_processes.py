@@ -35,7 +35,9 @@ def worker(any_db_url: str) -> Iterator[str]:
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == "turnkit worker: running turns of agents writer"
+        assert proc.stdout.readline().startswith(
+            "turnkit worker: running turns of agents writer as executor "
+        )
         yield any_db_url
     finally:
         proc.send_signal(signal.SIGINT)

@@ -53,6 +53,23 @@ def problem_bytes(status: int, detail: str) -> bytes:
     return json.dumps(body).encode()
 
 
+def only_query(*names: str) -> Any:
+    """A dependency refusing query parameters other than ``names`` (a filter misspelt
+    would otherwise be ignored and return everything): ``InvalidInputError``, a 422."""
+    allowed = frozenset(names)
+
+    def check(request: Request) -> None:
+        unknown = sorted(set(request.query_params) - allowed)
+        if unknown:
+            raise InvalidInputError(
+                "query",
+                f"unknown parameter(s) {', '.join(map(repr, unknown))}; "
+                f"this route takes {', '.join(sorted(allowed))}",
+            )
+
+    return check
+
+
 def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI entries documenting these error statuses as problems."""
     schema = {"$ref": "#/components/schemas/Problem"}

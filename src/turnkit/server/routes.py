@@ -30,7 +30,7 @@ from turnkit.server.models import (
     TurnOut,
     WebhookAccepted,
 )
-from turnkit.server.problems import responses
+from turnkit.server.problems import only_query, responses
 from turnkit.server.signed import LINEAR_BODY, SLACK_BODY, WEBHOOK_BODY, request_body
 
 __all__ = ["guarded_routes", "open_routes"]
@@ -99,6 +99,7 @@ def _session_routes(router: APIRouter, app: Any) -> None:
         before: str | None = Query(
             None, description="only sessions older than this one (the last id of a page)"
         ),
+        _known: None = Depends(only_query("agent", "status", "limit", "before")),
     ) -> list[SessionOut]:
         """Sessions, newest first; page with ``before`` = the last id of the previous page."""
         found = await app.list_sessions(agent, status, limit, before)

@@ -367,7 +367,7 @@ class TurnWorker:
 
     def _keep(self, runner_id: str) -> bool:
         """At a turn's end (in the writing thread): keep the session for a moment?"""
-        keep = self._may_linger()
+        keep = RUNNER_LINGER_S > 0 and self._may_linger()
         if keep:
             self._lingering.add(runner_id)
         return keep
