@@ -9,11 +9,15 @@ from .test_server_api import assert_problem
 
 
 def wait_done(http: httpx2.Client, sid: str, turn_id: str) -> None:
+    """Until this turn's own ``turn.completed`` (the stream replays earlier turns' too)."""
     with http.stream(
         "GET", f"/sessions/{sid}/events", headers={"Accept": "text/event-stream"}
     ) as s:
+        ending = False
         for line in s.iter_lines():
-            if line.startswith("event: turn.completed"):
+            if line.startswith("event: "):
+                ending = line == "event: turn.completed"
+            elif ending and line.startswith("data: ") and f'"turn_id":"{turn_id}"' in line:
                 break
     assert http.get(f"/sessions/{sid}/turns/{turn_id}").json()["status"] == "completed"
 
