@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import queue
-import subprocess
-import sys
-import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import turnkit
+from sessions.test_sessions_crash import Child
 from turnkit import Compaction, Message, default_convert_to_llm
 from turnkit.agent.compaction import DEFAULT_INSTRUCTIONS, conversation_view
 from turnkit.sessions import App
@@ -214,43 +210,11 @@ def _broken(request: object) -> str:
 # -- across a crash ----------------------------------------------------------------------
 
 
-class Child:
-    """The compaction crash app in a process of its own; its stdout lines, with a timeout."""
-
-    def __init__(self, db: Path) -> None:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-        self.proc = subprocess.Popen(
-            [sys.executable, str(CRASH_APP), str(db)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env=env,
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line.strip())
-
-    def line(self, timeout: float = 30) -> str:
-        try:
-            return self.lines.get(timeout=timeout)
-        except queue.Empty:
-            self.kill()
-            pytest.fail(f"the child printed nothing within {timeout} s")
-
-    def kill(self) -> None:
-        self.proc.kill()  # SIGKILL: no cleanup runs in the child
-        self.proc.wait(timeout=10)
-
-
 async def test_a_compaction_made_before_a_kill_is_not_made_again(tmp_path: Path) -> None:
     from sessions.compaction_crash_app import build
 
     db = tmp_path / "crash.db"
-    child = Child(db)
+    child = Child(db, "compact", script=CRASH_APP)  # the crash tests' child runner
     lines = {child.line(), child.line()}  # the turn id and "model blocked", in either order
     child.kill()
     assert "model blocked" in lines

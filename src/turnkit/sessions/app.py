@@ -15,13 +15,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
-from collections.abc import AsyncIterator, Callable
-from datetime import datetime
+from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
 from turnkit._sync import run_sync
 from turnkit.errors import InvalidInputError
 from turnkit.messages import Message
+from turnkit.sessions.app_sources import SourceMethods
+from turnkit.sessions.app_sync import SyncTwins
 from turnkit.sessions.db.inputs import NewInput
 from turnkit.sessions.db.store import TurnEnded, Tx
 from turnkit.sessions.definitions import Definitions
@@ -65,7 +66,7 @@ class Extension(Protocol):
     async def stop(self) -> None: ...
 
 
-class App(Definitions):
+class App(SourceMethods, SyncTwins, Definitions):
     """Agents and their durable sessions, on one database.
 
     ``database_url``: ``sqlite:///path.db`` or ``postgresql://user:pw@host/db``;
@@ -462,176 +463,3 @@ class App(Definitions):
         if to_session is not None:
             check.check_id(to_session, "to_session")
         return to_session, to_agent  # type: ignore[return-value]
-
-    # -- webhooks and schedules (turnkit.sessions.sources) -------------------
-
-    def webhook(
-        self,
-        id: str,
-        agent: str,
-        secret: str | bytes,
-        session_key: Callable[[Any], str] | str | None = None,
-    ) -> None:
-        """Accept Standard Webhooks deliveries at ``POST /webhooks/{id}`` as inputs of ``agent``.
-
-        ``secret`` is ``whsec_`` + base64 of the key. ``session_key`` names
-        the session each delivery goes to: a function of the payload that
-        returns its key, a string (one fixed session, as for ``schedule``),
-        or None (one session of this webhook).
-        """
-        from turnkit.sessions.sources.webhooks import define_webhook
-
-        if id in self._webhooks:
-            raise ValueError(f"app.webhook: a webhook {id!r} is already defined")
-        self._webhooks[id] = define_webhook(self.agents, id, agent, secret, session_key)
-
-    async def deliver_webhook(self, id: str, headers: Any, body: bytes) -> Any:
-        """Verify one delivery to webhook ``id`` and store its input (a ``WebhookDelivery``)."""
-        from turnkit.sessions.sources.webhooks import deliver_webhook
-
-        return await deliver_webhook(self.runtime, self._webhooks.get(id), id, headers, body)
-
-    def schedule(
-        self,
-        id: str,
-        cron: str,
-        agent: str,
-        timezone: str = "UTC",
-        dispatch: dict[str, Any] | None = None,
-        overlap: str = "skip",
-        session_key: Callable[[Any], str] | str | None = None,
-    ) -> None:
-        """Give ``agent`` an input at each instant of ``cron`` (five fields) in ``timezone``.
-
-        ``dispatch`` is the input: ``{"text": ..., "payload": ...}`` (payload at
-        most 32 KiB). ``overlap="skip"`` skips a fire while the previous fire's
-        turn is queued or running (a ``schedule.skipped`` event). The session
-        is ``session_key(ScheduleInfo)``, a fixed key, or (None) one session
-        of this schedule.
-        """
-        from turnkit.sessions.sources.schedules import define_schedule
-
-        if id in self._schedules:
-            raise ValueError(f"app.schedule: a schedule {id!r} is already defined")
-        self._schedules[id] = define_schedule(
-            self.agents, id, cron, agent, timezone, dispatch, overlap, session_key
-        )
-
-    async def run_schedules(self, now: datetime) -> list[Any]:
-        """Fire what is due at ``now`` (an aware datetime); a ``ScheduleFire`` per action."""
-        from turnkit.sessions.sources.schedules import run_schedules
-
-        return await run_schedules(self.runtime, self._schedules.values(), now)
-
-    async def schedules(self, now: datetime | None = None) -> list[Any]:
-        """Each schedule with its next fire time after ``now`` (default: the real time)."""
-        from turnkit.sessions.sources.schedules import schedule_statuses, stamp_of, utc_now
-
-        runtime = self.runtime
-        when = stamp_of(utc_now() if now is None else now)
-        defs = list(self._schedules.values())
-        return await asyncio.to_thread(schedule_statuses, runtime, defs, when)
-
-    # -- sync twins (same signatures; a test compares them) ------------------
-
-    def create_session_sync(
-        self, agent: str, key: str | None = None, data: dict[str, Any] | None = None
-    ) -> Session:
-        return run_sync(self.create_session(agent, key, data))
-
-    def open_session_sync(
-        self, agent: str, key: str | None = None, data: dict[str, Any] | None = None
-    ) -> tuple[Session, bool]:
-        return run_sync(self.open_session(agent, key, data))
-
-    def get_session_sync(self, session_id: str) -> Session:
-        return run_sync(self.get_session(session_id))
-
-    def executors_sync(self) -> list[ExecutorInfo]:
-        return run_sync(self.executors())
-
-    def find_session_sync(self, agent: str, key: str) -> Session | None:
-        return run_sync(self.find_session(agent, key))
-
-    def list_sessions_sync(
-        self,
-        agent: str | None = None,
-        status: str | None = None,
-        limit: int = 50,
-        before: str | None = None,
-    ) -> list[Session]:
-        return run_sync(self.list_sessions(agent, status, limit, before))
-
-    def fork_session_sync(
-        self, session_id: str, at: int | None = None, key: str | None = None
-    ) -> Session:
-        return run_sync(self.fork_session(session_id, at, key))
-
-    def open_fork_sync(
-        self, session_id: str, at: int | None = None, key: str | None = None
-    ) -> tuple[Session, bool]:
-        return run_sync(self.open_fork(session_id, at, key))
-
-    def history_sync(self, session_id: str) -> list[Message]:
-        return run_sync(self.history(session_id))
-
-    def end_session_sync(self, session_id: str) -> Session:
-        return run_sync(self.end_session(session_id))
-
-    def send_sync(
-        self,
-        session_id: str,
-        text: str | None = None,
-        payload: Any = None,
-        source: str = "user",
-        idempotency_key: str | None = None,
-        answers: str | None = None,
-        channel: Any = None,
-        on_busy: str | None = None,
-    ) -> Receipt:
-        return run_sync(
-            self.send(session_id, text, payload, source, idempotency_key, answers, channel, on_busy)
-        )
-
-    def approve_sync(self, session_id: str, decisions: Any, reason: str | None = None) -> Receipt:
-        return run_sync(self.approve(session_id, decisions, reason))
-
-    def wait_sync(self, turn_id: str, timeout: float | None = None) -> Turn:
-        return run_sync(self.wait(turn_id, timeout))
-
-    def get_turn_sync(self, turn_id: str) -> Turn:
-        return run_sync(self.get_turn(turn_id))
-
-    def input_sync(self, turn_id: str) -> AgentInput:
-        return run_sync(self.input(turn_id))
-
-    def events_sync(self, session_id: str, after: int = 0, limit: int | None = None) -> list[Event]:
-        return run_sync(self.events(session_id, after, limit))
-
-    def cancel_sync(self, session_id: str) -> str | None:
-        return run_sync(self.cancel(session_id))
-
-    def subscribe_sync(
-        self, session_id: str, to_session: str | None = None, to_agent: str | None = None
-    ) -> str:
-        return run_sync(self.subscribe(session_id, to_session, to_agent))
-
-    def unsubscribe_sync(
-        self, session_id: str, to_session: str | None = None, to_agent: str | None = None
-    ) -> bool:
-        return run_sync(self.unsubscribe(session_id, to_session, to_agent))
-
-    def deliver_webhook_sync(self, id: str, headers: Any, body: bytes) -> Any:
-        return run_sync(self.deliver_webhook(id, headers, body))
-
-    def run_schedules_sync(self, now: datetime) -> list[Any]:
-        return run_sync(self.run_schedules(now))
-
-    def schedules_sync(self, now: datetime | None = None) -> list[Any]:
-        return run_sync(self.schedules(now))
-
-    def start_sync(self) -> None:
-        run_sync(self.start())
-
-    def stop_sync(self) -> None:
-        run_sync(self.stop())
