@@ -8,6 +8,7 @@ from typing import Any
 
 from turnkit.messages import Message, TextBlock, ThinkingBlock, ToolUseBlock
 from turnkit.sessions import App, Event, LiveEvent
+from turnkit.sessions.runtime.live import LiveHub
 from turnkit.testing import StreamingScriptedModel
 
 TIMEOUT = 20
@@ -139,3 +140,30 @@ async def until_end(follower: Any) -> list[Any]:
             break
     await follower.aclose()
     return items
+
+
+async def test_a_follower_elsewhere_gets_every_delta_before_the_message_its_watcher_missed(
+    any_db_url: str, monkeypatch: Any
+) -> None:
+    """Another process's watcher may bring a call's last deltas after its reply is
+    recorded (or not at all): the follower still gives every delta, then the message."""
+    text = "Streamed by the worker, read by a follower whose watcher never runs."
+    worker = live_app(any_db_url, StreamingScriptedModel([text], chunk=3, delay=0.01))
+    follower_app = App(any_db_url, workers=False, fire_schedules=False)
+    follower_app.agent("support", model=StreamingScriptedModel(), tools=[lookup])(lambda: "Help.")
+    monkeypatch.setattr(LiveHub, "_ensure_watcher", lambda self: None)  # nothing is brought
+    async with worker, follower_app:
+        session = await worker.create_session("support")
+        follow = asyncio.ensure_future(collect(follower_app, session.id))
+        await asyncio.sleep(0.2)  # subscribed before the turn streams
+        await worker.send(session.id, text="Go")
+        items = await follow
+    live = [i for i in items if isinstance(i, LiveEvent)]
+    assert len(live) > 3 and joined(items, "text.delta") == text
+    assert [i.index for i in live] == list(range(len(live)))
+    message = next(
+        i
+        for i in items
+        if isinstance(i, Event) and i.type == "message" and i.data["message"]["role"] == "assistant"
+    )
+    assert items.index(live[-1]) < items.index(message)

@@ -150,6 +150,12 @@ def test_ui_decides_approvals_with_a_reason_against_the_spec_shapes(
     screenshot(page, "approvals")
     items.nth(0).locator("button.approve").click()
     assert sent == []  # not until every call is decided
+    # The empty live stream closes at once, so the page re-reads the session
+    # and redraws: a decision made before a redraw must survive it.
+    with page.expect_response(lambda r: r.url.endswith(f"/sessions/{sid}")):
+        pass
+    page.evaluate("() => new Promise((done) => setTimeout(done, 20))")
+    assert items.nth(0).locator(".decision").inner_text() == "approve"
     items.nth(1).locator("input.reason").fill("too small to bother")
     with page.expect_request("**/approvals"):
         items.nth(1).locator("button.deny").click()

@@ -63,9 +63,12 @@ export async function showSession(main, id, signal, failed) {
   }
 
   const composer = composerForm(id, act);
+  // The open question's form outlives redraws (a refresh, a reconnect), so
+  // decisions made and reasons typed so far are kept until it is answered.
+  const asking = { id: null, form: null };
   function draw() {
     drawHeader(header, session, act, id);
-    drawActions(actions, session, conversation, act, id, notice, composer);
+    drawActions(actions, session, conversation, act, id, notice, composer, asking);
   }
   draw();
 
@@ -140,12 +143,18 @@ function drawHeader(header, session, act, id) {
   }
 }
 
-function drawActions(actions, session, conversation, act, id, notice, composer) {
+function drawActions(actions, session, conversation, act, id, notice, composer, asking) {
   clear(actions);
   const question = session.question;
   if (question && session.status === "awaiting_input") {
-    const approvals = question.approvals || conversation.approvals.get(question.id) || [];
-    actions.append(approvals.length ? approvalForm(question, approvals, act, id) : questionButtons(question, act, id));
+    if (asking.id !== question.id || !asking.form) {
+      const approvals = question.approvals || conversation.approvals.get(question.id) || [];
+      asking.id = question.id;
+      asking.form = approvals.length ? approvalForm(question, approvals, act, id) : questionButtons(question, act, id);
+    }
+    actions.append(asking.form);
+  } else {
+    asking.id = asking.form = null;
   }
   if (session.status === "ended") actions.append(el("p", { class: "muted" }, "This session has ended: it takes no more input."));
   else actions.append(composer);

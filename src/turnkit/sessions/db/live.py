@@ -2,10 +2,12 @@
 
 Live deltas are not events: they live in ``turnkit_live`` only while their
 model call streams, so that a follower joining mid-message (in any process)
-reads them from the start of that call. The rows of a call are deleted in
-the transaction that records its reply (:func:`prune`, with the durable
-``message`` event), or when the turn ends; the table holds at most the
-replies being written now.
+reads them from the start of that call. The rows of a call are marked done
+in the transaction that records its reply (:func:`prune`, with the durable
+``message`` event) or ends the turn, and deleted :data:`KEEP_S` later: a
+follower that is given the reply before a watcher brought it the last deltas
+reads them then (:func:`closing`). The table holds the replies being written
+now and those of the last few seconds.
 
 Other processes learn of new rows on Postgres through ``NOTIFY
 turnkit_live`` sent in the inserting transaction (delivered at commit). Its
@@ -18,6 +20,7 @@ file are serialized, so ids appear in order and none is skipped.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,9 +33,11 @@ from turnkit.sessions.model.live import LiveEvent
 
 __all__ = [
     "CHANNEL",
+    "KEEP_S",
     "NOTIFY_LIMIT",
     "LiveRow",
     "by_ids",
+    "closing",
     "current",
     "decode_notify",
     "insert",
@@ -44,6 +49,7 @@ __all__ = [
 
 CHANNEL = "turnkit_live"
 NOTIFY_LIMIT = 7900  # bytes: Postgres refuses a NOTIFY payload of 8000 or more
+KEEP_S = 30.0  # how long a call's deltas are kept once its reply is recorded
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,17 +137,43 @@ def decode_notify(payload: str) -> tuple[list[LiveRow], list[int]]:
 
 
 def prune(tx: Tx, turn_id: str, step: str | None = None) -> None:
-    """Forget the deltas of the turn's model call ``step`` (None: of every call)."""
-    where = [t.live.c.turn_id == turn_id]
+    """Mark the deltas of the turn's model call ``step`` (None: of every call) done;
+    delete those done more than :data:`KEEP_S` ago."""
+    live = t.live.c
+    now = time.time()
+    where = [live.turn_id == turn_id, live.done_at.is_(None)]
     if step is not None:
-        where.append(t.live.c.step == step)
-    tx.execute(t.live.delete().where(*where))
+        where.append(live.step == step)
+    tx.execute(t.live.update().where(*where).values(done_at=now))
+    tx.execute(t.live.delete().where(live.done_at < now - KEEP_S))
 
 
 def current(conn: sa.Connection, session_id: str) -> list[LiveRow]:
     """The stored deltas of the session's model calls still streaming, in order."""
-    query = sa.select(*_COLUMNS).where(t.live.c.session_id == session_id).order_by(t.live.c.id)
-    return [_row(values) for values in conn.execute(query)]
+    live = t.live.c
+    query = sa.select(*_COLUMNS).where(live.session_id == session_id, live.done_at.is_(None))
+    return [_row(values) for values in conn.execute(query.order_by(live.id))]
+
+
+def closing(
+    conn: sa.Connection,
+    session_id: str,
+    turn_id: str,
+    seqs: tuple[int, int],
+    live_since: float,
+) -> list[LiveRow]:
+    """The deltas of the turn that stand at or after event ``seqs[0]`` and before
+    ``seqs[1]`` (the event that closes their call), of calls still streaming at
+    ``live_since`` (when the follower subscribed), in order."""
+    live = t.live.c
+    query = sa.select(*_COLUMNS).where(
+        live.session_id == session_id,
+        live.turn_id == turn_id,
+        live.after_seq >= seqs[0],
+        live.after_seq < seqs[1],
+        sa.or_(live.done_at.is_(None), live.done_at >= live_since),
+    )
+    return [_row(values) for values in conn.execute(query.order_by(live.id))]
 
 
 def newer(conn: sa.Connection, after_id: int, limit: int = 1000) -> list[LiveRow]:

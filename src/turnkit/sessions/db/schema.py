@@ -23,7 +23,7 @@ import sqlalchemy as sa
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "tables"]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 metadata = sa.MetaData()
 
@@ -235,7 +235,9 @@ executors = sa.Table(
 )
 
 # The deltas of model calls still streaming (live output, not the event log):
-# a follower that joins mid-message reads them; pruned when the reply is recorded.
+# a follower that joins mid-message reads them. When the reply is recorded they
+# are marked done (a follower about to give the reply reads any it has not been
+# handed yet) and deleted a little later.
 live = sa.Table(
     "turnkit_live",
     metadata,
@@ -248,6 +250,7 @@ live = sa.Table(
     sa.Column("after_seq", sa.Integer, nullable=False),
     sa.Column("type", sa.String(20), nullable=False),
     sa.Column("data", sa.Text, nullable=False),  # JSON
+    sa.Column("done_at", sa.Float),  # when the call's reply (or the turn's end) was recorded
     sa.Index("ix_turnkit_live_session", "session_id", "id"),
     sa.Index("ix_turnkit_live_turn", "turn_id", "step"),
 )
@@ -306,6 +309,12 @@ def _live_output(conn: sa.Connection) -> None:
     metadata.create_all(conn, tables=[live])
 
 
+def _live_done(conn: sa.Connection) -> None:
+    """Version 7: a model call's deltas outlive its reply briefly (``done_at``), so a
+    follower in another process that has not read them yet still can."""
+    conn.execute(sa.text("ALTER TABLE turnkit_live ADD COLUMN done_at FLOAT"))
+
+
 # version -> the step that brings a database from version - 1 to it.
 MIGRATIONS: dict[int, Migration] = {
     2: _session_runners,
@@ -313,6 +322,7 @@ MIGRATIONS: dict[int, Migration] = {
     4: _unique_deliveries_and_subscriptions,
     5: _executor_leases,
     6: _live_output,
+    7: _live_done,
 }
 
 

@@ -4,7 +4,7 @@ The hub hands the deltas of streaming model calls to this process's live
 followers (:class:`Subscription`, one per ``follow(live=True)``). A turn
 running here stores its deltas (:mod:`turnkit.sessions.db.live`) and hands
 them over once committed, so whatever a follower was given is also in the
-table until the reply is recorded: a follower that subscribes first and
+table until a while after the reply is recorded: a follower that subscribes first and
 then reads the table misses nothing. Deltas written by other processes
 arrive through a watcher thread that runs while someone follows: on
 Postgres it ``LISTEN``s on ``turnkit_live``; on SQLite it polls the table
@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 from typing import Any
@@ -48,6 +49,7 @@ class Subscription:
 
     def __init__(self, hub: LiveHub, session_id: str, loop: asyncio.AbstractEventLoop) -> None:
         self.hub, self.session_id = hub, session_id
+        self.since = time.time()  # deltas of calls done before then are not its to give
         self.dropped = False  # too slow: its follower ends with SlowFollowerError
         self.closed = False  # the App is stopping: its follower ends
         self._items: deque[LiveRow] = deque()
@@ -121,6 +123,12 @@ class LiveHub:
         """The stored deltas of the session's calls still streaming (blocking)."""
         with self._store.read() as conn:
             return db.current(conn, session_id)
+
+    def closing(self, sub: Subscription, turn_id: str, seqs: tuple[int, int]) -> list[LiveRow]:
+        """The stored deltas of the turn's call that event ``seqs[1]`` closes, if it still
+        streamed when ``sub`` began (blocking)."""
+        with self._store.read() as conn:
+            return db.closing(conn, sub.session_id, turn_id, seqs, sub.since)
 
     @property
     def followers(self) -> int:

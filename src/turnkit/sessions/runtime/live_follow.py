@@ -11,7 +11,14 @@ sources as they come:
 - a delta is given once per attempt (``index`` within its stream), and not
   at all once its call is over: a durable event of its turn that closes
   the call (the reply's ``message``, a tool start, the turn's end) was given
-  after ``after_seq``. The ``message`` carries the whole reply anyway.
+  after ``after_seq``;
+- before a closing event is given, the deltas of the call it closes are read
+  from the table (they are kept a while after the reply is recorded), so
+  those a watcher has not brought yet (another process's, on SQLite) still
+  come first: a follower that was there while a call streamed sees every
+  delta of it, then its ``message``. (Calls done before it subscribed give
+  nothing: their ``message`` says it all. Times are compared across
+  processes, so hosts' clocks are assumed to agree within a poll or two.)
 
 Durable events are read as the follower reads them (bounded by a small
 queue); deltas wait in the hub's bounded subscription, and a follower that
@@ -41,6 +48,7 @@ CLOSING_TYPES = frozenset(
 _DURABLE_QUEUE = 64
 _STREAMS_KEPT = 1000
 _END = object()
+_CLOCKS_S = 1.0  # how far processes' clocks may disagree
 
 ReadEvents = Callable[[int, int], Awaitable[list[Event]]]
 
@@ -61,7 +69,7 @@ async def follow_live(
     queue: asyncio.Queue[Any] = asyncio.Queue(_DURABLE_QUEUE)
     pump = asyncio.ensure_future(_pump(durable, queue))
     getter: asyncio.Future[Any] | None = None
-    merge = _Merge(after, read_events)
+    merge = _Merge(after, read_events, sub.since)
     try:
         rows: deque[LiveRow] = deque(await asyncio.to_thread(hub.backlog, session_id))
         while True:
@@ -89,6 +97,15 @@ async def follow_live(
                 return
             if isinstance(item, BaseException):
                 raise item
+            start = merge.closes(item)
+            if start is not None:  # the call's deltas not given yet come first
+                assert item.turn_id is not None
+                rows.extend(sub.take())
+                seqs = (start, item.seq)
+                rows.extend(await asyncio.to_thread(hub.closing, sub, item.turn_id, seqs))
+                while rows:
+                    async for live in merge.live(rows.popleft()):
+                        yield live
             for event in merge.durable(item):
                 yield event
     finally:
@@ -117,8 +134,9 @@ async def _pump(durable: AsyncIterator[Event], queue: asyncio.Queue[Any]) -> Non
 class _Merge:
     """What one follower has given: the last durable seq, each stream's last index."""
 
-    def __init__(self, after: int, read_events: ReadEvents) -> None:
+    def __init__(self, after: int, read_events: ReadEvents, since: float) -> None:
         self.last = after
+        self.since = since  # when the follower subscribed
         self._read = read_events
         self._closed: dict[str, int] = {}  # turn id -> seq of the last closing event given
         self._streams: OrderedDict[str, int] = OrderedDict()  # stream -> last index given
@@ -130,6 +148,15 @@ class _Merge:
         if event.type in CLOSING_TYPES and event.turn_id is not None:
             self._closed[event.turn_id] = event.seq
         return [event]
+
+    def closes(self, event: Event) -> int | None:
+        """If ``event`` closes a model call that may have streamed, the seq its deltas
+        stand at or after (the turn's last closing event given); else None."""
+        if event.seq <= self.last or event.type not in CLOSING_TYPES or event.turn_id is None:
+            return None
+        if event.timestamp.timestamp() < self.since - _CLOCKS_S:
+            return None  # from the history: its call was done before the follower came
+        return max(self._closed.get(event.turn_id, 0), 0)
 
     def _over(self, live: LiveEvent) -> bool:
         return self._closed.get(live.turn_id, -1) > live.after_seq
