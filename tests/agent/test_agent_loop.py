@@ -339,6 +339,6 @@ async def test_thinking_replay_and_image_policy_reach_the_request() -> None:
     agent2 = Agent(AgentConfig("b", model=model, image_policy=policy))
     await agent.prompt("more")
     assert model.requests[0].messages[1].content[0] == TextBlock("<thinking>\nhmm\n</thinking>")
-    assert agent2._turns.settings.image_policy is policy
+    assert agent2._loop.settings.image_policy is policy
     with pytest.raises(ValueError, match="thinking_replay"):
         Agent(AgentConfig("c", model=model, thinking_replay="keep"))  # type: ignore[arg-type]

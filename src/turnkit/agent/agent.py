@@ -19,7 +19,7 @@ from turnkit.agent.approvals import Approval
 from turnkit.agent.compaction import Compaction, TokenReport
 from turnkit.agent.config import AgentConfig, resolve_agent_model
 from turnkit.agent.context import RunContext, apply_after_run, apply_before_run, latest_prompt
-from turnkit.agent.loop import RunState, Turns
+from turnkit.agent.loop import AgentLoop, RunState
 from turnkit.agent.output import OUTPUT_TOOL, OutputType
 from turnkit.agent.results import RunResult, StreamEvent
 from turnkit.messages import Block, Message, validate_messages
@@ -71,7 +71,7 @@ class Agent:
         self._backend = None if config.backend is None else _bind_backend(config)
         self._history = history_input(config.history)
         tools, self._sources = _tool_map(config.tools)
-        self._turns = Turns(
+        self._loop = AgentLoop(
             system=None if config.system is None else need_str(config.system, "system"),
             tools=tools,
             settings=settings_from(
@@ -90,7 +90,7 @@ class Agent:
             output_retries=config.output_retries,
             compaction=_compaction(config),
         )
-        self._turns.prepare(self._history)
+        self._loop.prepare(self._history)
         self._model: Model | None = None
         self._report: TokenReport | None = None  # the provider's count for the last reply
         import threading  # here, not at the top: it keeps `import turnkit` lighter
@@ -109,7 +109,7 @@ class Agent:
     @property
     def tools(self) -> tuple[Tool, ...]:
         """The agent's tools, in the order given."""
-        return tuple(self._turns.tools.values())
+        return tuple(self._loop.tools.values())
 
     def __repr__(self) -> str:
         return f"<Agent {self.name!r}>"
@@ -289,7 +289,7 @@ class Agent:
                 f"approvals: agent {self.name!r} has an external backend, whose tool calls "
                 "are its own"
             )
-        return approvals_input(approvals, messages, self._turns.tools)
+        return approvals_input(approvals, messages, self._loop.tools)
 
     def _start(self, messages: tuple[Message, ...]) -> RunState:
         import uuid
@@ -365,9 +365,9 @@ class Agent:
         before, after = self._config.before_run, self._config.after_run
         if before is not None:
             state.input = await apply_before_run(before, self._context(state))
-        turns = await self._turns_for_run(state)
-        if turns is not None:
-            async for event in turns.run(model, state, streaming):
+        loop = await self._loop_for_run(state)
+        if loop is not None:
+            async for event in loop.run(model, state, streaming):
                 yield event
         result = state.result()
         if after is not None:
@@ -376,13 +376,13 @@ class Agent:
             yield StreamEvent("error", error=result.error)
         yield StreamEvent("approval_required" if result.approvals else "done", result=result)
 
-    async def _turns_for_run(self, state: RunState) -> Turns | None:
+    async def _loop_for_run(self, state: RunState) -> AgentLoop | None:
         """The loop with the tools of the agent's sources; None (the run failed) if
         a source cannot list them, e.g. an MCP server that does not start."""
         if not self._sources:
-            return self._turns
+            return self._loop
         try:
-            return self._turns.with_tools(await gather_tools(self._sources))
+            return self._loop.with_tools(await gather_tools(self._sources))
         except Exception as err:
             state.fail(f"{type(err).__name__}: {err}", exception=err)
             return None

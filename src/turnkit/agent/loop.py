@@ -1,6 +1,6 @@
 """The agent loop: call the model, run the tools it asks for, repeat.
 
-One :class:`Turns` per agent holds what every request shares (model, tools,
+One :class:`AgentLoop` per agent holds what every request shares (model, tools,
 settings, the context pipeline); one :class:`RunState` per run holds what the
 run has produced so far, so that a cancelled run can still leave a
 consistent history behind.
@@ -51,7 +51,7 @@ from turnkit.providers.base import (
 )
 from turnkit.tools import Tool, execute_tool_call
 
-__all__ = ["RunState", "ToolRunner", "Turns"]
+__all__ = ["AgentLoop", "RunState", "ToolRunner"]
 
 ToolRunner = Callable[[ToolUseBlock, Mapping[str, Tool]], Awaitable[ToolResultBlock]]
 """Runs one tool call with the tools of a run; never raises but for cancellation."""
@@ -133,7 +133,7 @@ class RunState:
         self.stop_reason = "approval_required"
 
 
-class Turns:
+class AgentLoop:
     """Runs the model/tool loop for one agent's configuration."""
 
     def __init__(
@@ -177,7 +177,7 @@ class Turns:
         if pure and self.compaction is None and history:
             self._conversion(tuple(history))
 
-    def with_tools(self, extra: Sequence[Tool]) -> Turns:
+    def with_tools(self, extra: Sequence[Tool]) -> AgentLoop:
         """A copy that also offers ``extra`` (tools a source listed for one run)."""
         if not extra:
             return self

@@ -10,11 +10,12 @@ answers and the turn runs afterwards, so the provider gets its 2xx in time.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from turnkit._http import PROBLEM_TYPE, header, problem_body
 from turnkit.channels.outbox import link_session, queue_notice
 from turnkit.errors import SessionEndedError
 from turnkit.sessions.db.inputs import NewInput
@@ -22,8 +23,6 @@ from turnkit.sessions.model import checks as check
 from turnkit.sessions.model.records import Receipt, Session
 
 __all__ = ["ChannelResponse", "GiveUp", "RetryLater", "header", "problem", "store_input"]
-
-_TITLES = {400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 413: "Content Too Large"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,20 +40,7 @@ class ChannelResponse:
 
 def problem(status: int, detail: str, headers: dict[str, str] | None = None) -> ChannelResponse:
     """A refusal as ``application/problem+json`` (RFC 9457)."""
-    body = {"type": "about:blank", "title": _TITLES.get(status, "Error"), "status": status}
-    body["detail"] = detail
-    return ChannelResponse(status, body, "application/problem+json", headers or {})
-
-
-def header(headers: Mapping[str, str], name: str) -> str | None:
-    """A header by case-insensitive name (plain dicts and framework header maps alike)."""
-    value = headers.get(name)
-    if value is None:
-        lowered = name.lower()
-        for key, item in headers.items():
-            if key.lower() == lowered:
-                return item
-    return value
+    return ChannelResponse(status, problem_body(status, detail), PROBLEM_TYPE, headers or {})
 
 
 def provider_time(seconds: float, field: str) -> str:

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from turnkit._http import retry_after_seconds
 from turnkit.channels.base import (
     ChannelResponse,
     GiveUp,
@@ -346,19 +347,8 @@ def _api_failure(error: Any) -> Exception:
     code = response.get("error") if hasattr(response, "get") else None
     message = f"chat.postMessage: {code or status}"
     if status == 429:
-        retry_after = _retry_after(getattr(response, "headers", {}) or {})
+        retry_after = retry_after_seconds(getattr(response, "headers", None))
         return RetryLater(message + " (rate limited)", retry_after)
     if status >= 500 or code in _TRANSIENT:
         return RetryLater(message)
     return GiveUp(message)
-
-
-def _retry_after(headers: Mapping[str, Any]) -> float | None:
-    for key, value in headers.items():
-        if key.lower() == "retry-after":
-            raw = value[0] if isinstance(value, list) else value
-            try:
-                return max(0.0, float(raw))
-            except (TypeError, ValueError):
-                return None
-    return None

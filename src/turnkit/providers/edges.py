@@ -41,6 +41,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from turnkit._http import retry_after_seconds
 from turnkit.errors import InvalidMessageError, ProviderError, UnsupportedContentError
 from turnkit.messages import (
     Base64Source,
@@ -68,7 +69,6 @@ __all__ = [
     "provider_error",
     "raw_arguments_problem",
     "refuse",
-    "retry_after_seconds",
     "sdk_error",
     "tool_call",
     "transport_errors",
@@ -339,20 +339,6 @@ def data_url(source: Base64Source) -> str:
 def is_retryable_status(status: int | None) -> bool:
     """Whether an HTTP status is worth retrying: timeouts, conflicts, rate limits, 5xx."""
     return status is None or status in (408, 409, 429) or status >= 500
-
-
-def retry_after_seconds(headers: Any) -> float | None:
-    """Seconds to wait, from ``retry-after-ms`` or ``retry-after`` (seconds, not dates)."""
-    if headers is None:
-        return None
-    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        try:
-            seconds = float(headers.get(name)) / scale
-        except (TypeError, ValueError):
-            continue
-        if seconds >= 0 and seconds == seconds and seconds != float("inf"):
-            return seconds
-    return None
 
 
 _RETRYABLE_FAILURES = frozenset(

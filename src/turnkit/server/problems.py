@@ -16,6 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
+from turnkit._http import PROBLEM_TYPE, problem_body
 from turnkit.errors import (
     InvalidInputError,
     NoApprovalOpenError,
@@ -30,14 +31,12 @@ from turnkit.server.models import Problem
 
 __all__ = ["PROBLEM_TYPE", "install_handlers", "problem", "problem_bytes", "responses"]
 
-PROBLEM_TYPE = "application/problem+json"
-
 
 def problem(
     status: int, detail: str, errors: list[dict[str, Any]] | None = None, **headers: str
 ) -> JSONResponse:
     """A problem+json response."""
-    body = Problem(title=HTTPStatus(status).phrase, status=status, detail=detail, errors=errors)
+    body = Problem(**problem_body(status, detail), errors=errors)
     return JSONResponse(
         body.model_dump(exclude_none=True),
         status_code=status,
@@ -48,9 +47,7 @@ def problem(
 
 def problem_bytes(status: int, detail: str) -> bytes:
     """The body of a problem, for code below FastAPI (the body-limit middleware)."""
-    body = {"type": "about:blank", "title": HTTPStatus(status).phrase, "status": status}
-    body["detail"] = detail
-    return json.dumps(body).encode()
+    return json.dumps(problem_body(status, detail)).encode()
 
 
 def only_query(*names: str) -> Any:

@@ -1,6 +1,6 @@
 """Running turns: a session's runner claims its turns one by one and runs each.
 
-There is one agent loop in turnkit (:class:`turnkit.agent.loop.Turns`); a
+There is one agent loop in turnkit (:class:`turnkit.agent.loop.AgentLoop`); a
 turn hands it a :class:`~.durable.DurableModel` and a tool runner that are
 themselves durable. :meth:`TurnExecution._run_tool` records a call as
 started (``tool.started``) before it runs and its result after
@@ -27,7 +27,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from turnkit.agent.loop import RunState, Turns
+from turnkit.agent.loop import AgentLoop, RunState
 from turnkit.errors import InvalidInputError
 from turnkit.messages import Message, ToolResultBlock, ToolUseBlock, validate_blocks
 from turnkit.messages._json import thaw
@@ -123,7 +123,7 @@ class TurnExecution:
 
     async def run(self) -> Claim | None:
         """Run the turn to its end; the runner's next claim (made with the end), or None."""
-        turns = Turns(
+        agent_loop = AgentLoop(
             system=None,
             tools=self.model.tools,
             settings=self.agent.settings,
@@ -150,7 +150,7 @@ class TurnExecution:
         if self.compacting is not None:
             self.compacting.watch(state)
         try:
-            async for event in turns.run(self.model, state, streaming=True):
+            async for event in agent_loop.run(self.model, state, streaming=True):
                 if event.type == "message":
                     self._produced(event.message)
         except asyncio.CancelledError:

@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from turnkit._http import header
 from turnkit.errors import (
     InvalidInputError,
     UnknownAgentError,
@@ -111,7 +112,7 @@ def define_webhook(
 
 
 def _header(headers: Mapping[str, str], name: str) -> str:
-    value = headers.get(name)
+    value = header(headers, name)
     if not value:
         raise WebhookSignatureError(f"the {name} header is missing")
     return value
@@ -122,13 +123,12 @@ def verify_signature(
 ) -> str:
     """Check a delivery's signature; its ``webhook-id``. ``WebhookSignatureError`` if not.
 
-    ``headers`` are looked up by lower-case name. ``now`` (UNIX seconds,
+    ``headers`` are looked up by case-insensitive name. ``now`` (UNIX seconds,
     default the real time) is the clock the 5-minute tolerance is measured on.
     """
-    lowered = {k.lower(): v for k, v in headers.items()}
-    message_id = _header(lowered, "webhook-id")
-    stamp_text = _header(lowered, "webhook-timestamp")
-    signatures = _header(lowered, "webhook-signature")
+    message_id = _header(headers, "webhook-id")
+    stamp_text = _header(headers, "webhook-timestamp")
+    signatures = _header(headers, "webhook-signature")
     if len(message_id) > _MAX_MESSAGE_ID:
         raise WebhookSignatureError(f"webhook-id is longer than {_MAX_MESSAGE_ID} characters")
     if not message_id.isprintable():  # U+0000 included: it could not be stored
