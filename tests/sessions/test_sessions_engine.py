@@ -117,3 +117,64 @@ async def test_open_session_gets_or_creates_and_says_which(db_url: str) -> None:
         first, created = await app.open_session("echo", key="k")
         again, created_again = await app.open_session("echo", key="k")
     assert created and not created_again and again.id == first.id
+
+
+async def test_a_process_runs_at_most_max_running_turns_however_their_runners_started(
+    db_url: str,
+) -> None:
+    """Two slots: two runners start at once, the rest go to the queue, and the ones
+    this process takes from the queue wait for a slot rather than run beside them."""
+    release = threading.Event()
+    lock = threading.Lock()
+    running, peak = [0], [0]
+
+    async def slow(request: object) -> str:
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        try:
+            await asyncio.to_thread(release.wait, 20)
+        finally:
+            with lock:
+                running[0] -= 1
+        return "done"
+
+    app = App(db_url, max_running=2)
+
+    @app.agent("slow", model=ScriptedModel([slow] * 6))
+    def agent() -> str:
+        return "Slow."
+
+    async with app:
+        sessions = [await app.create_session("slow") for _ in range(6)]
+        receipts = [await app.send(s.id, text="go") for s in sessions]
+        while running[0] < 2:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.5)  # the queue is polled every 20 ms meanwhile
+        assert peak[0] == 2
+        release.set()
+        turns = [await app.wait(r.turn_id, timeout=20) for r in receipts]
+    assert [t.status for t in turns] == ["completed"] * 6
+    assert peak[0] == 2
+
+
+async def test_a_turn_waiting_for_its_sub_agent_lends_it_the_only_slot(db_url: str) -> None:
+    research = turnkit.subagent("researcher", "Find facts.", wait=True)
+    ask = {
+        "role": "assistant",
+        "content": [{"type": "tool_use", "id": "c1", "name": "researcher", "input": {"task": "X"}}],
+    }
+    app = App(db_url, max_running=1)
+
+    @app.agent("researcher", model=ScriptedModel(["X is 42."]))
+    def researcher() -> str:
+        return "Research."
+
+    @app.agent("lead", model=ScriptedModel([ask, "It is 42."]), tools=[research])
+    def lead() -> str:
+        return "Lead."
+
+    async with app:
+        parent = await app.create_session("lead")
+        turn = await app.wait((await app.send(parent.id, text="X?")).turn_id, timeout=20)
+    assert turn.status == "completed" and turn.output == "It is 42."

@@ -167,3 +167,27 @@ async def test_a_follower_elsewhere_gets_every_delta_before_the_message_its_watc
         if isinstance(i, Event) and i.type == "message" and i.data["message"]["role"] == "assistant"
     )
     assert items.index(live[-1]) < items.index(message)
+
+
+async def test_a_version_6_database_gains_the_done_mark_of_live_deltas(tmp_path: Any) -> None:
+    import sqlalchemy as sa
+
+    url = f"sqlite:///{tmp_path / 'v6.db'}"
+    text = "Streamed after the upgrade."
+    app = live_app(url, StreamingScriptedModel([text], chunk=3))
+    async with app:
+        pass
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:  # back to what version 6 wrote
+        conn.exec_driver_sql("ALTER TABLE turnkit_live DROP COLUMN done_at")
+        conn.exec_driver_sql("UPDATE turnkit_meta SET value = '6' WHERE key = 'schema_version'")
+    engine.dispose()
+    app = live_app(url, StreamingScriptedModel([text], chunk=3))
+    async with app:
+        session = await app.create_session("support")
+        await app.send(session.id, text="Go")
+        items = await collect(app, session.id)
+    assert joined(items, "text.delta") == text
+    with sa.create_engine(url).connect() as conn:
+        done = conn.exec_driver_sql("SELECT count(*) FROM turnkit_live WHERE done_at IS NULL")
+        assert done.scalar() == 0  # the call's deltas were marked done with its reply

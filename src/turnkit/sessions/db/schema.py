@@ -312,7 +312,9 @@ def _live_output(conn: sa.Connection) -> None:
 def _live_done(conn: sa.Connection) -> None:
     """Version 7: a model call's deltas outlive its reply briefly (``done_at``), so a
     follower in another process that has not read them yet still can."""
-    conn.execute(sa.text("ALTER TABLE turnkit_live ADD COLUMN done_at FLOAT"))
+    columns = {column["name"] for column in sa.inspect(conn).get_columns("turnkit_live")}
+    if "done_at" not in columns:  # version 6 made the table as it is now
+        conn.execute(sa.text("ALTER TABLE turnkit_live ADD COLUMN done_at FLOAT"))
 
 
 # version -> the step that brings a database from version - 1 to it.

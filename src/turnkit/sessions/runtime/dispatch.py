@@ -6,11 +6,15 @@ in :mod:`turnkit.sessions.db.turns`). The :class:`Dispatcher` names a runner
 in the transaction that queues a turn for a session without one, then:
 
 - starts it directly after the commit when this process runs turns and has
-  a free slot (``max_running`` runners at a time): no queue poll stands
-  between an input and its turn;
+  a free slot: no queue poll stands between an input and its turn;
 - else enqueues it on DBOS's queue in that same transaction, for whichever
   process has a free slot (this one when it is full; any other when it runs
   no turns).
+
+Every runner that runs here holds one of the process's ``max_running``
+slots (:mod:`.slots`), however it started: a direct start takes its slot
+when the runner is named, one from the queue or from recovery waits for
+one, so a process never runs more than ``max_running`` turns at once.
 
 A crash between the commit and the direct start leaves a session whose
 runner DBOS has never heard of; :meth:`Dispatcher.recover` (at launch) finds
@@ -38,6 +42,7 @@ from turnkit.sessions.db import schema as t
 from turnkit.sessions.db.engines import Databases
 from turnkit.sessions.db.store import Store, Tx
 from turnkit.sessions.model.status import TurnState
+from turnkit.sessions.runtime.slots import Slots
 
 __all__ = ["APP_VERSION", "QUEUE", "WORKFLOW", "Dispatcher"]
 
@@ -98,8 +103,8 @@ class Dispatcher:
         self.client: DBOSClient | None = None
         self.launched = False
         self._run_session: Callable[[str, str], Awaitable[None]] | None = None
-        self._running: set[str] = set()  # runner ids whose body runs here
-        self._starting = 0  # direct starts named, not yet begun
+        self.slots = Slots(max_running)
+        self._direct: set[str] = set()  # runner ids started here with a slot taken for them
         self._count = threading.Lock()
         self._loop: LoopThread | None = None
 
@@ -197,8 +202,8 @@ class Dispatcher:
         runner_id = f"run-{session_id}-{tx.bump(session_id, 'runner_seq')}"
         statement = t.sessions.update().where(t.sessions.c.id == session_id)
         tx.execute(statement.values(runner=runner_id))
-        if self._reserve():
-            tx.on_rollback(self._unreserve)
+        if self._reserve(runner_id):
+            tx.on_rollback(lambda: self._unreserve(runner_id))
             tx.after_commit(lambda: self._start(runner_id, session_id))
         else:
             assert self.client is not None, "the engine is not launched"
@@ -212,31 +217,35 @@ class Dispatcher:
             self.client.enqueue_in_transaction(tx.conn, options, session_id)
         return runner_id
 
-    def _reserve(self) -> bool:
+    def _reserve(self, runner_id: str) -> bool:
+        """Take a slot for a direct start of ``runner_id`` if one is free."""
         if self._loop is None:  # runs no turns here (or not launched yet): the queue
             return False
+        if not self.slots.try_take():
+            return False
         with self._count:
-            if len(self._running) + self._starting >= self.max_running:
-                return False
-            self._starting += 1
-            return True
+            self._direct.add(runner_id)
+        return True
 
     def has_spare_slot(self) -> bool:
         """Whether this process could start another runner now (a lingering runner
         must leave room for sessions that have none)."""
-        with self._count:
-            return len(self._running) + self._starting < self.max_running
+        return self.slots.free()
 
-    def _unreserve(self) -> None:
+    def _unreserve(self, runner_id: str) -> None:
+        """The direct start of ``runner_id`` will not run: its slot goes back."""
         with self._count:
-            self._starting -= 1
+            if runner_id not in self._direct:
+                return  # its body has it
+            self._direct.discard(runner_id)
+        self.slots.give()
 
     def _start(self, runner_id: str, session_id: str) -> None:
         if Dispatcher.before_start is not None:
             Dispatcher.before_start(runner_id)
         loop = self._loop
         if loop is None:  # stopping: the runner is found by the next launch's recovery
-            self._unreserve()
+            self._unreserve(runner_id)
             return
         # In a context of its own: this may run in a thread that carries a running
         # workflow's DBOS context (a turn's end starting a subscriber's runner), and
@@ -249,18 +258,19 @@ class Dispatcher:
                 await DBOS.start_workflow_async(_runner_workflow, session_id)
         except Exception:  # the database refused: recovery at the next launch starts it
             log.exception("turnkit: starting runner %s failed", runner_id)
-        finally:
-            self._unreserve()
+            self._unreserve(runner_id)
 
     async def _run_body(self, runner_id: str, session_id: str) -> None:
         with self._count:
-            self._running.add(runner_id)
+            direct = runner_id in self._direct
+            self._direct.discard(runner_id)
+        if not direct:  # from the queue or recovered: wait for a slot of this process
+            await self.slots.take()
         try:
             assert self._run_session is not None
             await self._run_session(runner_id, session_id)
         finally:
-            with self._count:
-                self._running.discard(runner_id)
+            self.slots.give()
 
     def running_by_executor(self) -> dict[str, int]:
         """How many session runners each executor id runs now (DBOS's records)."""

@@ -263,7 +263,8 @@ class Runtime:
         receipt = await asyncio.to_thread(self.accept, child.id, new)
         if not wait:
             return started(child.id, receipt.turn_id)
-        turn = await self.wait_turn(receipt.turn_id or "", None)
+        async with self.dispatcher.slots.lent():  # the child may need this process's slot
+            turn = await self.wait_turn(receipt.turn_id or "", None)
         return child_result(turn)
 
     def _refuse_task(self, scope: ToolCallScope, agent: str, hops: int) -> None:
