@@ -6,6 +6,8 @@ import asyncio
 import threading
 from typing import Any
 
+import pytest
+
 from turnkit.messages import Message, TextBlock, ThinkingBlock, ToolUseBlock
 from turnkit.sessions import App, Event, LiveEvent
 from turnkit.sessions.runtime.live import LiveHub
@@ -53,9 +55,11 @@ def joined(items: list[Any], kind: str, call_id: str | None = None) -> str:
     )
 
 
-async def test_deltas_join_to_the_recorded_messages_and_stay_out_of_the_log(db_url: str) -> None:
+async def test_deltas_join_to_the_recorded_messages_and_stay_out_of_the_log(
+    any_db_url: str,
+) -> None:
     model = StreamingScriptedModel([tool_reply(), "Order 42 has shipped, all good."], chunk=3)
-    app = live_app(db_url, model)
+    app = live_app(any_db_url, model)
     async with app:
         session = await app.create_session("support")
         await app.send(session.id, text="Where is order 42?")
@@ -98,11 +102,13 @@ async def test_deltas_join_to_the_recorded_messages_and_stay_out_of_the_log(db_u
     assert all(not isinstance(e, LiveEvent) for e in events)
 
 
-async def test_a_follower_joining_mid_message_gets_the_deltas_from_the_start(db_url: str) -> None:
+async def test_a_follower_joining_mid_message_gets_the_deltas_from_the_start(
+    any_db_url: str,
+) -> None:
     hold = threading.Event()
     text = "The answer is forty-two, as computed."
     model = StreamingScriptedModel([text], chunk=2, hold=hold, hold_after=5)
-    app = live_app(db_url, model)
+    app = live_app(any_db_url, model)
     async with app:
         session = await app.create_session("support")
         await app.send(session.id, text="Question?")
@@ -191,3 +197,30 @@ async def test_a_version_6_database_gains_the_done_mark_of_live_deltas(tmp_path:
     with sa.create_engine(url).connect() as conn:
         done = conn.exec_driver_sql("SELECT count(*) FROM turnkit_live WHERE done_at IS NULL")
         assert done.scalar() == 0  # the call's deltas were marked done with its reply
+
+
+async def test_a_follower_that_does_not_read_is_dropped_and_can_follow_again(
+    any_db_url: str, monkeypatch: Any
+) -> None:
+    from turnkit.errors import SlowFollowerError
+    from turnkit.sessions.runtime import live as live_module
+
+    monkeypatch.setattr(live_module, "QUEUE_LIMIT", 5)  # deltas one follower may leave waiting
+    text = "x" * 64 * 20  # twenty deltas of 64 characters
+    app = live_app(any_db_url, StreamingScriptedModel([text], chunk=64))
+    async with app:
+        session = await app.create_session("support")
+        slow = app.follow(session.id, live=True)
+        receipt = await app.send(session.id, text="Go")
+        first = await asyncio.wait_for(anext(slow), TIMEOUT)  # subscribed; then it stops reading
+        await app.wait(receipt.turn_id, timeout=TIMEOUT)
+        with pytest.raises(SlowFollowerError) as caught:
+            while True:
+                await asyncio.wait_for(anext(slow), TIMEOUT)
+        dropped = caught.value
+        assert dropped.session_id == session.id and dropped.last_seq >= first.seq
+        assert f"follow again from after={dropped.last_seq}" in str(dropped)
+        again = await collect(app, session.id, after=dropped.last_seq)  # nothing is lost
+    seqs = [e.seq for e in again if isinstance(e, Event)]
+    assert seqs == list(range(dropped.last_seq + 1, seqs[-1] + 1))
+    assert again[-1].type == "turn.completed"
