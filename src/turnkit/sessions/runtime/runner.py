@@ -299,8 +299,6 @@ class TurnWorker:
         self.notifier = notifier  # wakes a runner waiting for its session's next input
         self._may_linger = may_linger  # whether this process has a slot to spare
         self._lingering: set[str] = set()  # runners whose last turn end kept the session
-        if notifier is not None:
-            journal.keep_sessions = self._keep
         self.definitions = definitions  # the agents, and what use_tool(name) offers
         self.delegate = delegate  # what a subagent tool call does (Runtime.delegate)
         self.conversions = KeptConversions()  # each session's, from one turn to the next
@@ -365,9 +363,10 @@ class TurnWorker:
                     self._lingering.discard(runner_id)
                     claim = await self._linger(runner_id, session_id, queued, seen)
 
-    def _keep(self, runner_id: str) -> bool:
-        """At a turn's end (in the writing thread): keep the session for a moment?"""
-        keep = RUNNER_LINGER_S > 0 and self._may_linger()
+    def keeps_session(self, runner_id: str) -> bool:
+        """At a turn's end (in the writing thread): keep the session for a moment?
+        (The journal asks, as :attr:`Journal.keep_sessions`.)"""
+        keep = RUNNER_LINGER_S > 0 and self.notifier is not None and self._may_linger()
         if keep:
             self._lingering.add(runner_id)
         return keep

@@ -113,6 +113,7 @@ class Runtime:
             self.notifier,
             self.dispatcher.has_spare_slot,
         )
+        self.journal.keep_sessions = self.worker.keeps_session
         self.store.on_busy = self._on_busy
         self.store.cancel_local = self.worker.cancel
         self.live = self.worker.live = LiveHub(databases, self.store)
