@@ -255,6 +255,7 @@ async def test_a_version_2_database_is_upgraded_in_place(tmp_path: Path) -> None
         conn.exec_driver_sql("DROP INDEX ix_turnkit_sessions_created")
         conn.exec_driver_sql("ALTER TABLE turnkit_sessions DROP COLUMN forked_from")
         conn.exec_driver_sql("ALTER TABLE turnkit_messages DROP COLUMN before_position")
+        conn.exec_driver_sql("ALTER TABLE turnkit_live DROP COLUMN done_at")  # version 7's
         conn.exec_driver_sql("UPDATE turnkit_meta SET value = '2' WHERE key = 'schema_version'")
     engine.dispose()
     app, _ = tool_app(url, [])
