@@ -150,6 +150,26 @@ async def test_last_activity_is_created_at_until_an_event_then_the_latest_event(
         assert (await app.get_session(fresh.id)).last_activity_at == fresh.created_at
 
 
+async def test_an_event_from_a_clock_behind_keeps_the_session_time_going_forward(
+    any_db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from turnkit.sessions.db import store
+    from turnkit.sessions.model.events import ScheduleSkipped
+
+    app, _ = tool_app(any_db_url, ["one"])
+    async with app:
+        source = await talked(app, ["a"])
+        before = await app.get_session(source)
+        # A transaction that read the clock, then waited for the session's row lock.
+        monkeypatch.setattr(store, "now", lambda: before.created_at.timestamp() - 60)
+        with app.runtime.store.write() as tx:
+            tx.emit(source, ScheduleSkipped("nightly", "2026-01-01T00:00:00+00:00"))
+        monkeypatch.undo()
+        events = await app.events(source)
+        assert events[-1].timestamp == events[-2].timestamp == before.last_activity_at
+        assert (await app.get_session(source)).last_activity_at == before.last_activity_at
+
+
 @pytest.mark.parametrize(
     ("filters", "field", "says"),
     [
