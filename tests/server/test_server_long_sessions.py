@@ -49,6 +49,29 @@ def test_sessions_are_listed_newest_first_in_pages(db_url: str, auth: dict) -> N
             assert_problem(http.get("/sessions", params=params), 422, field)
 
 
+def test_a_session_says_when_it_was_last_active(db_url: str, auth: dict) -> None:
+    from datetime import datetime, timedelta
+
+    with serving(echo_app(db_url)) as base, httpx2.Client(base_url=base, headers=auth) as http:
+        created = http.post("/sessions", json={"agent": "echo"}).json()
+        assert created["last_activity_at"] == created["created_at"]
+        sid = created["id"]
+        receipt = http.post(f"/sessions/{sid}/turns", json={"input": {"text": "hi"}}).json()
+        wait_done(http, sid, receipt["turn_id"])
+        session = http.get(f"/sessions/{sid}").json()
+        last_event = http.get(f"/sessions/{sid}/events").json()[-1]
+        active = datetime.fromisoformat(session["last_activity_at"])
+        assert active == datetime.fromisoformat(last_event["timestamp"])
+        assert active > datetime.fromisoformat(session["created_at"])
+        assert active.utcoffset() == timedelta(0)
+        (listed,) = http.get("/sessions").json()
+        assert listed["last_activity_at"] == session["last_activity_at"]
+        document = http.get("/openapi.json").json()
+    shape = document["components"]["schemas"]["SessionOut"]
+    assert "last_activity_at" in shape["required"]
+    assert shape["properties"]["last_activity_at"]["format"] == "date-time"
+
+
 def test_fork_over_http(db_url: str, auth: dict) -> None:
     with serving(echo_app(db_url)) as base, httpx2.Client(base_url=base, headers=auth) as http:
         sid = http.post("/sessions", json={"agent": "echo"}).json()["id"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -45,9 +46,14 @@ async def talked(app: App, texts: list[str]) -> str:
     """A helper session that ran one turn per text; its id."""
     session = await app.create_session("helper")
     for text in texts:
-        turn = await app.wait((await app.send(session.id, text=text)).turn_id, timeout=10)
-        assert turn.status == "completed", turn.error
+        await talked_more(app, session.id, text)
     return session.id
+
+
+async def talked_more(app: App, session_id: str, text: str) -> None:
+    """One more completed turn in the session."""
+    turn = await app.wait((await app.send(session_id, text=text)).turn_id, timeout=10)
+    assert turn.status == "completed", turn.error
 
 
 # -- list_sessions ---------------------------------------------------------------
@@ -119,6 +125,49 @@ async def test_list_sessions_filters_by_agent_and_status(any_db_url: str) -> Non
         assert await ids(agent="other") == [elsewhere.id]
         assert len(await ids(agent="helper")) == 4
         release.set()
+
+
+async def test_last_activity_is_created_at_until_an_event_then_the_latest_event(
+    any_db_url: str,
+) -> None:
+    app, _ = tool_app(any_db_url, ["one", "two"])
+    async with app:
+        fresh = await app.create_session("helper")
+        assert fresh.last_activity_at == fresh.created_at
+        assert fresh.last_activity_at.utcoffset() == timedelta(0)
+        source = await talked(app, ["a"])
+        after_one = await app.get_session(source)
+        events = await app.events(source)
+        assert after_one.last_activity_at == events[-1].timestamp > after_one.created_at
+        await talked_more(app, source, "b")
+        after_two = await app.get_session(source)
+        assert after_two.last_activity_at == (await app.events(source))[-1].timestamp
+        assert after_two.last_activity_at > after_one.last_activity_at
+        listed = {s.id: s.last_activity_at for s in await app.list_sessions()}
+        assert listed == {source: after_two.last_activity_at, fresh.id: fresh.created_at}
+        fork = await app.fork_session(source)  # copies messages, not events
+        assert fork.last_activity_at == fork.created_at
+        assert (await app.get_session(fresh.id)).last_activity_at == fresh.created_at
+
+
+async def test_an_event_from_a_clock_behind_keeps_the_session_time_going_forward(
+    any_db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from turnkit.sessions.db import store
+    from turnkit.sessions.model.events import ScheduleSkipped
+
+    app, _ = tool_app(any_db_url, ["one"])
+    async with app:
+        source = await talked(app, ["a"])
+        before = await app.get_session(source)
+        # A transaction that read the clock, then waited for the session's row lock.
+        monkeypatch.setattr(store, "now", lambda: before.created_at.timestamp() - 60)
+        with app.runtime.store.write() as tx:
+            tx.emit(source, ScheduleSkipped("nightly", "2026-01-01T00:00:00+00:00"))
+        monkeypatch.undo()
+        events = await app.events(source)
+        assert events[-1].timestamp == events[-2].timestamp == before.last_activity_at
+        assert (await app.get_session(source)).last_activity_at == before.last_activity_at
 
 
 @pytest.mark.parametrize(
@@ -255,6 +304,9 @@ async def test_a_version_2_database_is_upgraded_in_place(tmp_path: Path) -> None
         conn.exec_driver_sql("DROP INDEX ix_turnkit_sessions_created")
         conn.exec_driver_sql("ALTER TABLE turnkit_sessions DROP COLUMN forked_from")
         conn.exec_driver_sql("ALTER TABLE turnkit_messages DROP COLUMN before_position")
+        # and what versions 7 and 8 added, so each step runs again
+        conn.exec_driver_sql("ALTER TABLE turnkit_live DROP COLUMN done_at")
+        conn.exec_driver_sql("ALTER TABLE turnkit_sessions DROP COLUMN last_activity_at")
         conn.exec_driver_sql("UPDATE turnkit_meta SET value = '2' WHERE key = 'schema_version'")
     engine.dispose()
     app, _ = tool_app(url, [])
@@ -267,6 +319,23 @@ async def test_a_version_2_database_is_upgraded_in_place(tmp_path: Path) -> None
             "SELECT value FROM turnkit_meta WHERE key = 'schema_version'"
         ).scalar()
     assert version == str(SCHEMA_VERSION)  # and on through every later version
+
+
+async def test_a_version_7_database_gets_last_activity_from_its_events(any_db_url: str) -> None:
+    app, _ = tool_app(any_db_url, ["one"])
+    async with app:
+        talked_to = await talked(app, ["a"])
+        last_event = (await app.events(talked_to))[-1].timestamp
+        quiet = await app.create_session("helper")
+    engine = sa.create_engine(any_db_url.replace("postgresql://", "postgresql+psycopg://"))
+    with engine.begin() as conn:  # back to what version 7 wrote
+        conn.exec_driver_sql("ALTER TABLE turnkit_sessions DROP COLUMN last_activity_at")
+        conn.exec_driver_sql("UPDATE turnkit_meta SET value = '7' WHERE key = 'schema_version'")
+    engine.dispose()
+    app, _ = tool_app(any_db_url, [])
+    async with app:
+        assert (await app.get_session(talked_to)).last_activity_at == last_event
+        assert (await app.get_session(quiet.id)).last_activity_at == quiet.created_at
 
 
 def store_messages(app: App, session_id: str, messages: list[Message]) -> None:

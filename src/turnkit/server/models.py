@@ -131,6 +131,9 @@ class SessionOut(BaseModel):
     parent_id: str | None = None
     forked_from: ForkedFromOut | None = None
     ended_at: datetime | None = None
+    last_activity_at: datetime = Field(
+        description="when its latest event was appended; created_at while it has none"
+    )
 
 
 class ReceiptOut(BaseModel):

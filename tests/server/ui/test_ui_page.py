@@ -3,6 +3,8 @@ prompt, the sessions list, and hostile content shown as text."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import httpx2
 
 from .conftest import (
@@ -76,6 +78,11 @@ def test_ui_lists_sessions_paged_filtered_and_updating(served_open: Served, page
         rows = page.locator("tr.session")
         assert rows.count() == 25
         assert rows.first.inner_text().startswith("bulk")  # newest first
+        assert page.locator("table.sessions th").nth(3).inner_text() == "last activity"
+        newest = http.get("/sessions", params={"limit": 1}).json()[0]
+        activity = rows.first.locator("td.activity")
+        assert activity.get_attribute("data-at") == newest["last_activity_at"]
+        assert activity.inner_text() == "just now"
         screenshot(page, "sessions")
 
         page.click("#older")
@@ -96,6 +103,10 @@ def test_ui_lists_sessions_paged_filtered_and_updating(served_open: Served, page
         # the list polls: the session appears without a reload
         page.wait_for_selector("tr.session[data-status='awaiting_input']")
         assert page.inner_text("tr.session .key") == "k-05"
+        asked = http.get(f"/sessions/{ids[5]}").json()  # its turn moved its last activity
+        moved = datetime.fromisoformat(asked["last_activity_at"])
+        assert moved > datetime.fromisoformat(asked["created_at"])
+        page.wait_for_selector(f"tr.session td.activity[data-at='{asked['last_activity_at']}']")
     assert page.errors == []
 
 

@@ -1,5 +1,6 @@
 // The sessions list: newest first, paged with `before`, filtered by agent and
-// status, polled while on screen; a row is rebuilt only when its session changed.
+// status, polled while on screen; a row is rebuilt only when its session changed
+// (a new event changes its last_activity_at), and every poll renews "… ago".
 
 import { api } from "./api.js";
 import { el, clear, shortId, when, time } from "./dom.js";
@@ -119,7 +120,7 @@ export async function showList(main, params, signal, failed) {
 
 function row(session) {
   const open = () => { location.hash = `#/s/${encodeURIComponent(session.id)}`; };
-  const last = session.last_activity_at || session.ended_at || session.created_at;
+  const last = session.last_activity_at; // its latest event (created_at before any)
   const tr = el("tr", { class: "session", dataset: { id: session.id, status: session.status }, tabindex: "0", onclick: open,
     onkeydown: (e) => { if (e.key === "Enter") open(); } },
     el("td", { class: "agent" }, session.agent),

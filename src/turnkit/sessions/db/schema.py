@@ -23,7 +23,7 @@ import sqlalchemy as sa
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "tables"]
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 metadata = sa.MetaData()
 
@@ -39,6 +39,9 @@ sessions = sa.Table(
     sa.Column("parent_id", sa.String(64)),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("ended_at", sa.Float),
+    # When its latest event was appended (created_at before any): set by the
+    # statement that bumps event_seq, so it is never a write of its own.
+    sa.Column("last_activity_at", sa.Float, nullable=False),
     # Counters, bumped in the transaction that uses them: gapless per session.
     sa.Column("event_seq", sa.Integer, nullable=False, default=0),
     sa.Column("input_seq", sa.Integer, nullable=False, default=0),
@@ -317,6 +320,21 @@ def _live_done(conn: sa.Connection) -> None:
         conn.execute(sa.text("ALTER TABLE turnkit_live ADD COLUMN done_at FLOAT"))
 
 
+def _last_activity(conn: sa.Connection) -> None:
+    """Version 8: a session says when it was last active, for the sessions list: its
+    latest event's time, else when it was created."""
+    conn.execute(
+        sa.text("ALTER TABLE turnkit_sessions ADD COLUMN last_activity_at FLOAT NOT NULL DEFAULT 0")
+    )
+    conn.execute(
+        sa.text(
+            "UPDATE turnkit_sessions SET last_activity_at = COALESCE("
+            "(SELECT MAX(e.timestamp) FROM turnkit_events e"
+            " WHERE e.session_id = turnkit_sessions.id), created_at)"
+        )
+    )
+
+
 # version -> the step that brings a database from version - 1 to it.
 MIGRATIONS: dict[int, Migration] = {
     2: _session_runners,
@@ -325,6 +343,7 @@ MIGRATIONS: dict[int, Migration] = {
     5: _executor_leases,
     6: _live_output,
     7: _live_done,
+    8: _last_activity,
 }
 
 

@@ -4,7 +4,9 @@ Every state change and the events that describe it are written in one
 transaction (:meth:`Store.write`), so a reader never sees one without the
 other and a crash leaves neither half-written. Per-session sequence numbers
 (events, inputs, turns, messages, runners) are counters on the session row,
-bumped in the transaction that uses them: gapless, and in commit order.
+bumped in the transaction that uses them: gapless, and in commit order. The
+statement that numbers an event also stamps it, and the session's
+``last_activity_at`` with it.
 
 Session rows live here; turn transitions in :mod:`.turns`, inputs in
 :mod:`.inputs`, a turn's steps and messages in :mod:`.steps`.
@@ -94,8 +96,24 @@ _BUMP = {
     .where(t.sessions.c.id == sa.bindparam("sid"))
     .values({name: t.sessions.c[name] + 1})
     .returning(t.sessions.c[name])
-    for name in ("event_seq", "input_seq", "turn_seq", "message_seq", "runner_seq")
+    for name in ("input_seq", "turn_seq", "message_seq", "runner_seq")
 }
+# An event's seq and time in one statement, which also makes them the session's
+# last activity. The time never goes back within a session: a transaction that
+# read the clock, then waited for the row lock, takes the later time it finds.
+_STAMP = sa.bindparam("at", type_=sa.Float)
+_NEXT_EVENT = (
+    t.sessions.update()
+    .where(t.sessions.c.id == sa.bindparam("sid"))
+    .values(
+        event_seq=t.sessions.c.event_seq + 1,
+        last_activity_at=sa.case(
+            (t.sessions.c.last_activity_at > _STAMP, t.sessions.c.last_activity_at),
+            else_=_STAMP,
+        ),
+    )
+    .returning(t.sessions.c.event_seq, t.sessions.c.last_activity_at)
+)
 _INSERT_EVENT = t.events.insert()
 
 
@@ -130,12 +148,15 @@ class Tx:
 
     def emit(self, session_id: str, event: SessionEvent, turn_id: str | None = None) -> int:
         """Append ``event`` to the session's log; its id."""
+        row = self.conn.execute(_NEXT_EVENT, {"sid": session_id, "at": now()}).first()
+        if row is None:
+            raise SessionNotFoundError(session_id)
         values = {
             "session_id": session_id,
-            "seq": self.bump(session_id, "event_seq"),
+            "seq": int(row.event_seq),
             "turn_id": turn_id,
             "type": event.type,
-            "timestamp": now(),
+            "timestamp": float(row.last_activity_at),
             "data": dumps(event.data()),
         }
         inserted = self.conn.execute(_INSERT_EVENT, values)
@@ -269,6 +290,7 @@ class Store:
             row.parent_id,
             forked,
             when(row.ended_at),
+            last_activity_at=when(row.last_activity_at),  # type: ignore[arg-type]
         )
 
     def session_agent(self, session_id: str) -> tuple[str, bool]:
@@ -363,6 +385,7 @@ def new_session_values(
     agent: str, key: str | None, data: dict[str, Any], parent_id: str | None
 ) -> dict[str, Any]:
     """A new session row's values (``forked_from`` and the rest left at None)."""
+    created = now()
     return {
         "id": new_id("ses"),
         "agent": agent,
@@ -370,7 +393,8 @@ def new_session_values(
         "ended": False,
         "data": dumps(data),
         "parent_id": parent_id,
-        "created_at": now(),
+        "created_at": created,
+        "last_activity_at": created,
         "event_seq": 0,
         "input_seq": 0,
         "turn_seq": 0,

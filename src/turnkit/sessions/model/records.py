@@ -5,7 +5,7 @@ Each is a frozen snapshot read from the store; read again for fresh state.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
@@ -106,7 +106,8 @@ class Session:
     is the JSON the renders keep with ``use_session_data()``. ``parent_id``
     links a sub-agent's session to the session that started it;
     ``forked_from`` says which session a fork copied and where
-    (``app.fork_session``).
+    (``app.fork_session``). ``last_activity_at`` is the time of its latest
+    event, ``created_at`` while it has none (aware UTC, as every time here).
     """
 
     id: str
@@ -119,6 +120,8 @@ class Session:
     parent_id: str | None = None
     forked_from: ForkedFrom | None = None
     ended_at: datetime | None = None
+    # Keyword-only, so the positions above mean what they always did.
+    last_activity_at: datetime = field(kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)
