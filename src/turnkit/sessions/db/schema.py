@@ -312,20 +312,25 @@ def _live_output(conn: sa.Connection) -> None:
     metadata.create_all(conn, tables=[live])
 
 
+def _add_column(conn: sa.Connection, table: str, column: str, definition: str) -> bool:
+    """Add ``column`` unless the table has it (a table an earlier step made as it is
+    now); whether it was added."""
+    if column in {found["name"] for found in sa.inspect(conn).get_columns(table)}:
+        return False
+    conn.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN {column} {definition}"))
+    return True
+
+
 def _live_done(conn: sa.Connection) -> None:
     """Version 7: a model call's deltas outlive its reply briefly (``done_at``), so a
     follower in another process that has not read them yet still can."""
-    columns = {column["name"] for column in sa.inspect(conn).get_columns("turnkit_live")}
-    if "done_at" not in columns:  # version 6 made the table as it is now
-        conn.execute(sa.text("ALTER TABLE turnkit_live ADD COLUMN done_at FLOAT"))
+    _add_column(conn, "turnkit_live", "done_at", "FLOAT")
 
 
 def _last_activity(conn: sa.Connection) -> None:
     """Version 8: a session says when it was last active, for the sessions list: its
     latest event's time, else when it was created."""
-    conn.execute(
-        sa.text("ALTER TABLE turnkit_sessions ADD COLUMN last_activity_at FLOAT NOT NULL DEFAULT 0")
-    )
+    _add_column(conn, "turnkit_sessions", "last_activity_at", "FLOAT NOT NULL DEFAULT 0")
     conn.execute(
         sa.text(
             "UPDATE turnkit_sessions SET last_activity_at = COALESCE("
