@@ -134,7 +134,8 @@ function drawHeader(header, session, act, id) {
       el("a", { href: "#/" }, "← sessions"),
       el("h1", null, session.agent, session.key ? el("span", { class: "key" }, ` · ${session.key}`) : null),
       el("span", { id: "session-status", class: `pill status-${session.status}` }, session.status)),
-    el("div", { class: "muted" }, `${session.id} · created ${time(session.created_at)}`, ...links,
+    el("div", { class: "muted" }, `${session.id} · created ${time(session.created_at)}`,
+      session.last_activity_at ? ` · last active ${time(session.last_activity_at)}` : "", ...links,
       session.ended_at ? ` · ended ${time(session.ended_at)}` : ""),
     el("div", { class: "controls" }, cancel, end, forkAll),
   );
