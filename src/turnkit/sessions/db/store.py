@@ -317,6 +317,14 @@ class Store:
             raise TurnNotFoundError(turn_id)
         return TurnState(row.status), row.session_id
 
+    def turn_if_ended(self, turn_id: str) -> tuple[Turn | None, str]:
+        """The turn if it has ended (else None), and its session id: one read, for waiting."""
+        with self.read() as conn:
+            row = conn.execute(sa.select(t.turns).where(t.turns.c.id == turn_id)).first()
+        if row is None:
+            raise TurnNotFoundError(turn_id)
+        return (turn_record(row) if TurnState(row.status).is_terminal() else None), row.session_id
+
     def turn(self, turn_id: str) -> Turn:
         with self.read() as conn:
             row = conn.execute(sa.select(t.turns).where(t.turns.c.id == turn_id)).first()

@@ -206,18 +206,19 @@ class Runtime:
     async def wait_turn(self, turn_id: str, timeout: float | None) -> Turn:
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
-        status, session_id = await asyncio.to_thread(self.store.turn_status, turn_id)
-        if status.is_terminal():
-            return await asyncio.to_thread(self.store.turn, turn_id)
+        ended, session_id = await asyncio.to_thread(self.store.turn_if_ended, turn_id)
+        if ended is not None:
+            return ended
         # Woken only when a turn of its session ends.
         with self.notifier.watching(ended_key(session_id)) as watch:
             while True:
                 seen = watch.version()
-                status, _ = await asyncio.to_thread(self.store.turn_status, turn_id)
-                if status.is_terminal():
-                    return await asyncio.to_thread(self.store.turn, turn_id)
+                ended, _ = await asyncio.to_thread(self.store.turn_if_ended, turn_id)
+                if ended is not None:
+                    return ended
                 left = None if deadline is None else deadline - loop.time()
                 if left is not None and left <= 0:
+                    status, _ = await asyncio.to_thread(self.store.turn_status, turn_id)
                     raise TimeoutError(f"turn {turn_id!r} is still {status} after {timeout} s")
                 await watch.wait(seen, left)
 
