@@ -10,7 +10,7 @@ import pytest
 
 from fakes import Reply, Text, Thinking, ToolCall
 from fakes.models import REMOTES, serve
-from turnkit.messages import Message
+from turnkit.messages import Message, thaw
 from turnkit.sessions import App, Event, LiveEvent
 
 TIMEOUT = 25
@@ -88,3 +88,18 @@ async def test_deltas_join_to_the_local_models_reply(db_url: str) -> None:
     live = [i for i in items if isinstance(i, LiveEvent)]
     assert reply.text and {i.type for i in live} == {"text.delta"}
     assert joined(items, live[0].after_seq, "text.delta") == reply.text
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai", "openai-responses"])
+async def test_a_tool_calls_input_streams_live_in_pieces(db_url: str, provider: str) -> None:
+    detail = "the delivery schedule, the carrier and every stop on the way — " * 3
+    call = ToolCall("lookup", {"order": "42", "detail": detail})
+    with serve(provider) as (fake, model):
+        fake.script(Reply([Text(SAID), call]), Reply(FINAL))
+        items = await run_turn(db_url, model)
+    assert items[-1].type == "turn.completed", items[-1]
+    (tool_use,) = [b for b in replies(items)[0].content if b.type == "tool_use"]
+    live = [i for i in items if isinstance(i, LiveEvent) and i.type == "tool_input.delta"]
+    assert len(live) > 1
+    assert {(i.data["call_id"], i.data["name"]) for i in live} == {(tool_use.id, "lookup")}
+    assert json.loads("".join(i.data["text"] for i in live)) == thaw(tool_use.input)

@@ -87,18 +87,13 @@ class AnthropicModel(Model):
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         params = await self.build_params(request)
+        opened: dict[int, ToolUseBlock] = {}  # tool_use blocks by index, input still empty
         try:
             async with self.client.messages.stream(**params) as stream:
                 async for event in stream:
-                    if event.type == "text":
-                        yield ModelEvent("text_delta", text=event.text)
-                    elif event.type == "thinking":
-                        yield ModelEvent("thinking_delta", text=event.thinking)
-                    elif (
-                        event.type == "content_block_stop"
-                        and event.content_block.type == "tool_use"
-                    ):
-                        yield ModelEvent("tool_use", tool_call=_tool_use(event.content_block))
+                    out = _stream_event(event, opened)
+                    if out is not None:
+                        yield out
                 final = await stream.get_final_message()
         except (anthropic.APIError, *transport_errors()) as err:
             raise provider_error(err, PROVIDER, sdk_retries=self.max_retries) from err
@@ -176,6 +171,31 @@ class AnthropicModel(Model):
 
 def _tool_use(block: Any) -> ToolUseBlock:
     return tool_call(block.id, block.name, block.input)
+
+
+def _stream_event(event: Any, opened: dict[int, ToolUseBlock]) -> ModelEvent | None:
+    """The ModelEvent one SDK stream event gives, if any.
+
+    A tool_use block's input arrives as ``input_json_delta`` pieces of its
+    JSON text; each goes out with the call's id and name (``opened``, from
+    the block's start), the whole call once the block stops.
+    """
+    kind = event.type
+    if kind == "text":
+        return ModelEvent("text_delta", text=event.text)
+    if kind == "thinking":
+        return ModelEvent("thinking_delta", text=event.thinking)
+    if kind == "content_block_start" and event.content_block.type == "tool_use":
+        block = event.content_block
+        opened[event.index] = ToolUseBlock(block.id, block.name, {})
+    elif kind == "content_block_delta" and event.delta.type == "input_json_delta":
+        call = opened.get(event.index)
+        if call is not None and event.delta.partial_json:
+            return ModelEvent("tool_input_delta", text=event.delta.partial_json, tool_call=call)
+    elif kind == "content_block_stop" and event.content_block.type == "tool_use":
+        opened.pop(event.index, None)
+        return ModelEvent("tool_use", tool_call=_tool_use(event.content_block))
+    return None
 
 
 def _merge_turns(messages: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

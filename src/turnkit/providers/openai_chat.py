@@ -350,12 +350,15 @@ class _Reply:
         self, call_id: str | None, name: str | None, arguments: str | None
     ) -> ToolUseBlock:
         """Add a tool call; a missing or repeated id gets a fresh one, never a crash."""
-        taken = {c.id for c in self.calls}
-        if not call_id or call_id in taken:
-            call_id = "call_" + uuid.uuid4().hex[:24]
-        call = tool_call(call_id, name or "unknown_tool", arguments)
+        call = tool_call(self.unique_id(call_id), name or "unknown_tool", arguments)
         self.calls.append(call)
         return call
+
+    def unique_id(self, call_id: str | None) -> str:
+        """``call_id``, or a fresh id when it is missing or an added call has it."""
+        if not call_id or any(c.id == call_id for c in self.calls):
+            return "call_" + uuid.uuid4().hex[:24]
+        return call_id
 
 
 def _reasoning_of(message: Any) -> tuple[str | None, str]:
@@ -385,11 +388,19 @@ def _usage(counts: Any) -> Usage:
 
 @dataclass(slots=True)
 class _OpenCall:
-    """A streamed tool call still receiving argument fragments."""
+    """A streamed tool call still receiving argument fragments.
+
+    ``opened`` is the call as its ``tool_input_delta`` events carry it (input
+    empty), set once the id and name are known (the first fragment, from
+    OpenAI): its id is the one the whole call gets. ``sent`` counts the
+    fragments those events have carried.
+    """
 
     id: str | None = None
     name: str | None = None
     arguments: list[str] = field(default_factory=list)
+    opened: ToolUseBlock | None = None
+    sent: int = 0
 
 
 class _StreamState:
@@ -446,13 +457,25 @@ class _StreamState:
             call.name = call.name or function.name
             if function.arguments:
                 call.arguments.append(function.arguments)
-        return events
+        return events + self._input_delta(call)
+
+    def _input_delta(self, call: _OpenCall) -> list[ModelEvent]:
+        """The fragments not yet given, once the call's id and name are known."""
+        if call.opened is None:
+            if not (call.id and call.name):
+                return []  # held: a call that never says both is given whole only
+            call.opened = ToolUseBlock(self.done.unique_id(call.id), call.name, {})
+        text = "".join(call.arguments[call.sent :])
+        call.sent = len(call.arguments)
+        return [ModelEvent("tool_input_delta", text=text, tool_call=call.opened)] if text else []
 
     def close(self) -> list[ModelEvent]:
         """Complete every open tool call, in index order."""
         events = []
         for index in sorted(self.open):
             call = self.open.pop(index)
-            block = self.done.add_call(call.id, call.name, "".join(call.arguments))
+            # An opened call keeps its id: it was unique then, and only this one was open.
+            call_id = call.opened.id if call.opened is not None else call.id
+            block = self.done.add_call(call_id, call.name, "".join(call.arguments))
             events.append(ModelEvent("tool_use", tool_call=block))
         return events

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import openai
@@ -144,6 +144,7 @@ class OpenAIResponsesModel(Model):
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         params = await self.build_params(request)
         final = failure = None
+        calls = _StreamedCalls()
         try:
             events = await self.client.responses.create(**params, stream=True)
             async with events:
@@ -153,7 +154,7 @@ class OpenAIResponsesModel(Model):
                     elif event.type == "error":
                         failure = failure_reported(event.message, event.code, PROVIDER)
                         break
-                    elif (out := _stream_event(event)) is not None:
+                    elif (out := _stream_event(event, calls)) is not None:
                         yield out
         except (openai.APIError, *transport_errors()) as err:
             raise provider_error(err, PROVIDER, sdk_retries=self.max_retries) from err
@@ -429,7 +430,29 @@ def _usage(counts: Any) -> Usage:
     )
 
 
-def _stream_event(event: Any) -> ModelEvent | None:
+@dataclass(slots=True)
+class _StreamedCalls:
+    """Function calls whose arguments are streaming, as their pieces carry them
+    (the ``call_id`` and name, input empty): by item id, and by output index
+    for a piece whose item id was not seen."""
+
+    by_item: dict[str, ToolUseBlock] = field(default_factory=dict)
+    by_index: dict[int, ToolUseBlock] = field(default_factory=dict)
+
+    def open(self, output_index: int, item: Any) -> None:
+        if not (item.call_id and item.name):
+            return  # nothing to name the pieces by: the call is given whole only
+        call = ToolUseBlock(item.call_id, item.name, {})
+        self.by_index[output_index] = call
+        if item.id:
+            self.by_item[item.id] = call
+
+    def find(self, item_id: str | None, output_index: int) -> ToolUseBlock | None:
+        call = self.by_item.get(item_id) if item_id else None
+        return call if call is not None else self.by_index.get(output_index)
+
+
+def _stream_event(event: Any, calls: _StreamedCalls) -> ModelEvent | None:
     kind = event.type
     if kind in ("response.output_text.delta", "response.refusal.delta"):
         return ModelEvent("text_delta", text=event.delta)
@@ -437,7 +460,13 @@ def _stream_event(event: Any) -> ModelEvent | None:
         return ModelEvent("thinking_delta", text=event.delta)
     if kind == "response.reasoning_summary_part.added" and event.summary_index > 0:
         return ModelEvent("thinking_delta", text="\n\n")  # parts are joined by a blank line
-    if kind == "response.output_item.done" and event.item.type == "function_call":
+    if kind == "response.output_item.added" and event.item.type == "function_call":
+        calls.open(event.output_index, event.item)
+    elif kind == "response.function_call_arguments.delta":
+        call = calls.find(event.item_id, event.output_index)
+        if call is not None and event.delta:
+            return ModelEvent("tool_input_delta", text=event.delta, tool_call=call)
+    elif kind == "response.output_item.done" and event.item.type == "function_call":
         return ModelEvent("tool_use", tool_call=_tool_use(event.item))
     return None
 
