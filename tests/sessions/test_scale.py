@@ -40,7 +40,8 @@ def check_sessions(turns: list[Turn], per_session: int) -> None:
         by_session.setdefault(turn.session_id, []).append(turn)
     for session_turns in by_session.values():
         session_turns.sort(key=lambda turn: turn.seq)
-        assert [t.status for t in session_turns] == ["completed"] * per_session
+        unfinished = [(t.seq, t.status, t.reason, t.error) for t in session_turns if t.error]
+        assert [t.status for t in session_turns] == ["completed"] * per_session, unfinished
         assert [t.seq for t in session_turns] == list(range(1, per_session + 1))
         texts = [t.input.text for t in session_turns]
         assert [t.output for t in session_turns] == [f"echo:{text}" for text in texts]
@@ -127,7 +128,12 @@ async def test_kill_one_of_three_workers_mid_load_its_turns_resume_elsewhere(
         for proc in workers:
             proc.stop()
     print("\nmodel calls per worker:", Counter(e for e, _, _, _ in model_calls(marker)))
-    check_sessions(turns, 20)
+    try:
+        check_sessions(turns, 20)
+    except AssertionError:  # what the workers logged says why
+        for proc in workers:
+            print(f"--- {proc.executor_id} ({proc.log.name}):\n{proc.log.read_text()[-3000:]}")
+        raise
     runners = set(running)
     ends = [end for runner, end in turn_ends(postgres_url) if runner in runners and end > killed_at]
     assert ends, "no turn of the killed worker resumed"

@@ -224,3 +224,25 @@ async def test_a_follower_that_does_not_read_is_dropped_and_can_follow_again(
     seqs = [e.seq for e in again if isinstance(e, Event)]
     assert seqs == list(range(dropped.last_seq + 1, seqs[-1] + 1))
     assert again[-1].type == "turn.completed"
+
+
+async def test_deltas_done_long_ago_are_swept_by_a_later_turns_end(any_db_url: str) -> None:
+    import sqlalchemy as sa
+
+    from sessions.scale_procs import sa_url
+
+    app = live_app(any_db_url, StreamingScriptedModel(["First reply.", "Second."], chunk=3))
+    async with app:
+        session = await app.create_session("support")
+        first = await app.send(session.id, text="One")
+        await app.wait(first.turn_id, timeout=TIMEOUT)
+        engine = sa.create_engine(sa_url(any_db_url))
+        with engine.begin() as conn:  # as if the first reply was recorded a minute ago
+            conn.execute(sa.text("UPDATE turnkit_live SET done_at = done_at - 60"))
+        second = await app.send(session.id, text="Two")
+        await app.wait(second.turn_id, timeout=TIMEOUT)
+        with engine.connect() as conn:
+            rows = conn.execute(sa.text("SELECT turn_id, done_at FROM turnkit_live")).all()
+        engine.dispose()
+    assert rows and {turn for turn, _ in rows} == {second.turn_id}  # the old ones are gone
+    assert all(done is not None for _, done in rows)

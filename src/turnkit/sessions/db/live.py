@@ -50,6 +50,7 @@ __all__ = [
 CHANNEL = "turnkit_live"
 NOTIFY_LIMIT = 7900  # bytes: Postgres refuses a NOTIFY payload of 8000 or more
 KEEP_S = 30.0  # how long a call's deltas are kept once its reply is recorded
+_SWEEP = 1000  # old rows one turn's end deletes at most (the next one deletes more)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +146,10 @@ def prune(tx: Tx, turn_id: str, step: str | None = None) -> None:
     if step is not None:
         where.append(live.step == step)
     tx.execute(t.live.update().where(*where).values(done_at=now))
-    tx.execute(t.live.delete().where(live.done_at < now - KEEP_S))
+    old = sa.select(live.id).where(live.done_at < now - KEEP_S).limit(_SWEEP)
+    if tx.conn.dialect.name == "postgresql":  # rows another turn's end is deleting: skip them
+        old = old.with_for_update(skip_locked=True)
+    tx.execute(t.live.delete().where(live.id.in_(old.scalar_subquery())))
 
 
 def current(conn: sa.Connection, session_id: str) -> list[LiveRow]:
