@@ -6,11 +6,14 @@
   awaitable (callbacks may be sync or async).
 - :func:`call_sync_or_async`: call a user function the way turnkit always
   does: await an async one, run a sync one in a daemon worker thread (reused
-  from call to call) so it never blocks the event loop, and one that never
-  returns can be abandoned.
+  from call to call) so it does not hold the event loop up, and one that
+  never returns can be abandoned. The loop waits for a sync function's
+  answer directly for at most :data:`DIRECT_WAIT_S` (50 us), which is less
+  than waking the loop from the worker costs; one still running then is
+  awaited through the loop.
 - :func:`call_within`: the same with a deadline (:class:`CallTimeout`), as
-  tools run: a sync function's deadline is a timer on its own future, so
-  the call costs one hand-over each way and nothing more.
+  tools run: a sync function's deadline is a timer on its own future, made
+  only if the call is still running after that direct wait.
 
 ``asyncio`` and ``inspect`` are imported inside the functions: loading them
 at import time costs ``import turnkit`` tens of milliseconds.
@@ -18,7 +21,10 @@ at import time costs ``import turnkit`` tens of milliseconds.
 
 from __future__ import annotations
 
+from _thread import allocate_lock
 from collections.abc import Callable, Coroutine
+from contextvars import copy_context
+from time import monotonic as _monotonic
 from typing import Any, TypeVar
 
 __all__ = [
@@ -96,33 +102,74 @@ async def call_within(
     passes through as it is. ``is_async`` is :func:`is_async_callable` of
     ``fn`` when the caller knows it already.
 
-    A sync function costs one hand-over to a worker thread and one back, its
-    deadline one timer on that call's future. What it returns, if awaitable,
-    is awaited within the same deadline.
+    A sync function costs one hand-over to a worker thread and one back (see
+    :func:`run_in_thread`); its deadline needs a timer only if it is still
+    running after :data:`DIRECT_WAIT_S`. What it returns, if awaitable, is
+    awaited within the same deadline.
     """
-    import asyncio
-
     if is_async is None:
         is_async = is_async_callable(fn)
     if is_async:
         value = fn(*args, **kwargs)
     else:
-        start = 0.0 if timeout_s is None else asyncio.get_running_loop().time()
+        start = 0.0 if timeout_s is None else _monotonic()
         value = await _in_thread(fn, args, kwargs, timeout_s)
         if not _awaitable(value):
             return value
         if timeout_s is not None:  # the rest of the same deadline
-            timeout_s -= asyncio.get_running_loop().time() - start
+            timeout_s -= _monotonic() - start
     if timeout_s is None:
         return await value
-    deadline = asyncio.timeout(timeout_s)
+    return await _within(value, timeout_s)
+
+
+async def _within(value: Any, timeout_s: float) -> Any:
+    """``await value``, cancelled past ``timeout_s`` (:class:`CallTimeout`).
+
+    What ``asyncio.timeout`` does, with one timer and no context manager
+    (which costs twice as much as the timer): past the deadline the task is
+    cancelled; the cancellation it caused is taken back (``uncancel``) on
+    the way out, and becomes :class:`CallTimeout` unless someone else also
+    cancelled the task.
+    """
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    deadline = _Deadline(asyncio.current_task())
+    timer = loop.call_at(loop.time() + timeout_s, deadline.expire)
     try:
-        async with deadline:
-            return await value
-    except TimeoutError:
-        if deadline.expired():
+        result = await value
+    except asyncio.CancelledError:
+        if deadline.taken_back():
             raise CallTimeout from None
         raise
+    except BaseException:
+        deadline.taken_back()
+        raise
+    finally:
+        timer.cancel()
+    deadline.taken_back()
+    return result
+
+
+class _Deadline:
+    """The deadline of one awaited call: cancels its task once, when it passes."""
+
+    __slots__ = ("cancelling", "expired", "task")
+
+    def __init__(self, task: Any) -> None:
+        self.task = task
+        self.cancelling = task.cancelling()  # cancellations asked for before this call
+        self.expired = False
+
+    def expire(self) -> None:
+        self.expired = True
+        self.task.cancel()
+
+    def taken_back(self) -> bool:
+        """Take back the cancellation the deadline caused, if it did; whether
+        it was the only one asked for since the call began."""
+        return self.expired and self.task.uncancel() <= self.cancelling
 
 
 def _awaitable(value: object) -> bool:
@@ -142,7 +189,9 @@ async def run_in_thread(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T
     abandoned (cancel the awaiting task, e.g. with a timeout) and neither the
     loop nor the interpreter waits for it. Worker threads are reused (one
     hand-over each way per call, no thread start): an abandoned call keeps
-    its thread, and the next call gets another.
+    its thread, and the next call gets another. The event loop waits for the
+    answer directly for at most :data:`DIRECT_WAIT_S`, then goes on with its
+    other work until the function returns.
     """
     return await _in_thread(fn, args, kwargs, None)  # type: ignore[no-any-return]
 
@@ -150,35 +199,91 @@ async def run_in_thread(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T
 async def _in_thread(
     fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], timeout_s: float | None
 ) -> Any:
-    """:func:`run_in_thread`; past ``timeout_s`` the call is abandoned (:class:`CallTimeout`)."""
+    """:func:`run_in_thread`; past ``timeout_s`` the call is abandoned (:class:`CallTimeout`).
+
+    The loop first waits for the worker's answer directly, for at most
+    :data:`DIRECT_WAIT_S`: a call that is back by then costs one hand-over
+    each way and nothing else, where waking the loop from another thread
+    (its self-pipe, a select, two turns of the loop) costs more than that
+    wait. A call still running then is awaited through the loop as usual,
+    so a slow function holds the loop up for those microseconds only.
+    """
+    call = _Handover(fn, args, kwargs)
+    _workers().submit(call.run)
+    wait = DIRECT_WAIT_S if timeout_s is None or timeout_s > DIRECT_WAIT_S else timeout_s
+    if call.returned.acquire(timeout=wait):
+        return call.value()
+    if wait is timeout_s:
+        raise CallTimeout
     import asyncio
-    import contextlib
-    import contextvars
 
     loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
-    context = contextvars.copy_context()
-
-    def work() -> Callable[[], None]:
-        try:
-            outcome, ok = context.run(fn, *args, **kwargs), True
-        except BaseException as err:  # handed to the awaiting task, as to_thread does
-            outcome, ok = err, False
-
-        def hand_back() -> None:
-            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
-                loop.call_soon_threadsafe(_settle, future, ok, outcome)
-
-        return hand_back
-
-    _workers().submit(work)
+    call.loop = loop
+    future = call.future = loop.create_future()
+    if call.returned.acquire(blocking=False):  # it came back meanwhile
+        return call.value()
     if timeout_s is None:
         return await future
-    timer = loop.call_later(timeout_s, _expire, future)
+    timer = loop.call_later(timeout_s - wait, _expire, future)
     try:
         return await future
     finally:
         timer.cancel()
+
+
+DIRECT_WAIT_S = 50e-6
+"""How long the event loop waits for a sync function's answer before it
+awaits it through the loop (see :func:`run_in_thread`)."""
+
+
+class _Handover:
+    """One call handed to a worker thread, and its outcome handed back.
+
+    ``returned`` is released when the outcome is in. If the caller stopped
+    waiting for it directly, it has set ``loop`` and ``future`` first, and
+    the outcome also goes to the future, through the loop. The caller sets
+    the future before it looks at ``returned`` again, and the worker releases
+    ``returned`` before it looks at the future, so one of them always sees
+    the other's step.
+    """
+
+    __slots__ = ("args", "context", "fn", "future", "kwargs", "loop", "ok", "outcome", "returned")
+
+    def __init__(
+        self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
+        self.fn, self.args, self.kwargs = fn, args, kwargs
+        self.context = copy_context()
+        self.returned = allocate_lock()
+        self.returned.acquire()
+        self.future: Any = None
+        self.loop: Any = None
+        self.ok = False
+        self.outcome: Any = None
+
+    def run(self) -> Callable[[], None]:
+        """Run the call (in a worker); what hands its outcome back."""
+        try:
+            self.outcome, self.ok = self.context.run(self.fn, *self.args, **self.kwargs), True
+        except BaseException as err:  # handed to the caller, as to_thread does
+            self.outcome = err
+        return self.hand_back
+
+    def hand_back(self) -> None:
+        self.returned.release()
+        future = self.future
+        if future is not None:
+            import contextlib
+
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                self.loop.call_soon_threadsafe(_settle, future, self.ok, self.outcome)
+
+    def value(self) -> Any:
+        """The outcome: what the function returned, or what it raised."""
+        if self.ok:
+            return self.outcome
+        error, self.outcome = self.outcome, None
+        raise error
 
 
 def _expire(future: Any) -> None:

@@ -242,3 +242,29 @@ async def test_a_stuck_sync_tool_keeps_its_thread_and_later_calls_get_another() 
         assert [(await run(quick)).content for _ in range(3)] == ["quick"] * 3
     finally:
         release.set()
+
+
+async def test_the_loop_runs_other_tasks_while_a_slow_sync_tool_runs() -> None:
+    other_task_ran = threading.Event()
+
+    @tool
+    def wait_for_the_loop() -> str:
+        """Returns once a task on the event loop has run (or after 10 s)."""
+        return "loop ran" if other_task_ran.wait(10) else "loop was held up"
+
+    async def other_task() -> None:
+        other_task_ran.set()
+
+    result, _ = await asyncio.gather(run(wait_for_the_loop), other_task())
+    assert result.content == "loop ran"
+
+
+async def test_a_sync_tool_that_fails_after_a_while_is_an_error_result() -> None:
+    @tool
+    def slow_failure() -> str:
+        """Fails once the loop has stopped waiting for it directly."""
+        threading.Event().wait(0.05)
+        raise ValueError("gave up")
+
+    result = await run(slow_failure)
+    assert result.is_error and result.content == "Tool 'slow_failure' failed: ValueError: gave up"

@@ -41,6 +41,7 @@ from turnkit.messages import (
     validate_messages,
 )
 from turnkit.messages.history import LlmConversion, interrupted_result
+from turnkit.messages.message import stamped
 from turnkit.providers.base import (
     Model,
     ModelRequest,
@@ -52,6 +53,8 @@ from turnkit.providers.base import (
 from turnkit.tools import Tool, execute_tool_call
 
 __all__ = ["AgentLoop", "RunState", "ToolRunner"]
+
+_NO_USAGE = Usage()  # immutable: one for every run that starts
 
 ToolRunner = Callable[[ToolUseBlock, Mapping[str, Tool]], Awaitable[ToolResultBlock]]
 """Runs one tool call with the tools of a run; never raises but for cancellation."""
@@ -82,7 +85,7 @@ class RunState:
         self.invocation_id = invocation_id
         self.input = messages
         self.added: list[Message] = []
-        self.usage = Usage()
+        self.usage = _NO_USAGE
         self.stop_reason = "end_turn"
         self.error: str | None = None
         self.exception: Exception | None = None
@@ -286,7 +289,7 @@ class AgentLoop:
         if reused := _reused_call_ids(message, (*state.input, *state.added)):
             state.fail(f"the model reused tool_use id {reused!r} from earlier in the conversation")
             return None
-        message = message.clone(invocation_id=state.invocation_id)
+        message = stamped(message, invocation_id=state.invocation_id)  # an id we made
         state.added.append(message)
         if state.compacting is not None:
             state.compacting.replied(message, response.usage)

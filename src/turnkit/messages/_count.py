@@ -8,18 +8,21 @@ be written out: a list or string shared many times counts each time.
 The messages and the length of each content list are counted before
 anything is built (cheap: no block is read), so lists shared many times
 over are refused at once. The rest is counted by the blocks themselves as
-msgspec builds them: each block's ``__post_init__`` adds its text, a
-tool_result its parts, and every block built counts against ``max_nodes``
-too, so building stops as soon as the limit is passed.
+msgspec builds them: each block's ``__post_init__`` takes its text off
+``chars_left``, a tool_result its parts off ``nodes_left``, and every block
+built takes one off ``built_left``, so building stops as soon as a limit is
+passed. Each block does that inline (two subtractions and one test: a
+method call would cost more than the counting), then calls :meth:`over`
+when something went below zero.
 """
 
 from __future__ import annotations
 
-import threading
+from contextvars import ContextVar, Token
 
 from turnkit.messages._limits import JsonLimits
 
-__all__ = ["Count", "OverLimit", "state"]
+__all__ = ["Count", "OverLimit", "current"]
 
 
 class OverLimit(Exception):
@@ -31,47 +34,36 @@ class OverLimit(Exception):
 
 
 class Count:
-    """What one validation has counted so far."""
+    """What one validation may still hold; each budget below zero is over a limit."""
 
-    __slots__ = ("built", "chars", "max_chars", "max_nodes", "nodes", "previous")
+    __slots__ = ("built_left", "chars_left", "nodes_left", "token")
 
     def __init__(self, limits: JsonLimits, nodes: int) -> None:
-        self.max_nodes = limits.max_nodes
-        self.max_chars = limits.max_bytes
-        self.nodes = nodes  # messages, blocks and parts as written out
-        self.built = 0  # blocks built so far: never more than the nodes written out
-        self.chars = 0
-        self.previous: Count | None = None
-        if nodes > self.max_nodes:
+        self.nodes_left = limits.max_nodes - nodes  # messages, blocks and parts written out
+        self.built_left = limits.max_nodes  # blocks built: never more than those written out
+        self.chars_left = limits.max_bytes
+        self.token: Token[Count | None] | None = None
+        if self.nodes_left < 0:
             raise OverLimit("nodes")
 
-    def block(self, chars: int) -> None:
-        """A block was built, holding ``chars`` characters of counted text."""
-        self.built += 1
-        self.chars += chars
-        if self.built > self.max_nodes:
+    def over(self) -> None:
+        """Raise for the budget that went below zero (nodes first)."""
+        if self.built_left < 0 or self.nodes_left < 0:
             raise OverLimit("nodes")
-        if self.chars > self.max_chars:
+        if self.chars_left < 0:
             raise OverLimit("chars")
 
-    def parts(self, count: int) -> None:
-        """A tool_result holds ``count`` parts."""
-        self.nodes += count
-        if self.nodes > self.max_nodes:
-            raise OverLimit("nodes")
-
     def __enter__(self) -> Count:
-        self.previous = state.count
-        state.count = self
+        self.token = _current.set(self)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        state.count = self.previous
+        assert self.token is not None
+        _current.reset(self.token)
 
 
-class _State(threading.local):
-    count: Count | None = None  # the validation building in this thread, if any
+_current: ContextVar[Count | None] = ContextVar("turnkit_message_count", default=None)
 
-
-state = _State()
-"""``state.count``: what block constructors add to (None outside a validation)."""
+current = _current.get
+"""The validation building in this thread (its context), if any: what block
+constructors count against."""

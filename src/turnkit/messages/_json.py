@@ -171,6 +171,9 @@ def _measure(value: Any) -> tuple[int, int, int]:
 _new = object.__new__
 _set = object.__setattr__
 _set_data = FrozenDict._data.__set__  # type: ignore[attr-defined]
+_proxy = MappingProxyType
+_dict_len = dict.__len__
+_dict_items = dict.items
 
 
 class _NotPlain(Exception):
@@ -184,26 +187,24 @@ class _NotPlain(Exception):
 class _Walk:
     """One freezing walk: counts nodes and bytes against the limits.
 
-    A container counts its children as nodes when it is entered (the
-    outermost value is counted by :func:`freeze_json`). Bytes of a
-    container's own strings are added when it is done: the strings exist
-    already, so the overshoot costs no memory.
+    What is left of each limit is kept (``nodes_left``, ``bytes_left``) and a
+    container gets the depth still allowed below it, so each check is one
+    subtraction and one comparison. A container counts its children as
+    nodes when it is entered (the outermost value is counted when the walk
+    starts). Bytes of a container's own strings are taken off when it is
+    done: the strings exist already, so the overshoot costs no memory.
     """
 
-    __slots__ = ("bytes", "limits", "max_bytes", "max_depth", "max_nodes", "nodes")
+    __slots__ = ("bytes_left", "limits", "nodes_left")
 
     def __init__(self, limits: JsonLimits) -> None:
         self.limits = limits
-        self.max_nodes, self.max_depth, self.max_bytes = (
-            limits.max_nodes,
-            limits.max_depth,
-            limits.max_bytes,
-        )
-        self.nodes = 1
-        self.bytes = 0
+        self.nodes_left = limits.max_nodes - 1  # the outermost value
+        self.bytes_left = limits.max_bytes
 
     def nested(self, value: object, depth: int) -> Any:
-        """A value (counted already) that is not a plain scalar."""
+        """A value (counted already) that is not a plain scalar; ``depth``:
+        the containers still allowed, this one included."""
         kind = type(value)
         if kind is dict:
             return self.object(value, depth)  # type: ignore[arg-type]
@@ -242,16 +243,21 @@ class _Walk:
         raise _NotPlain(_describe(value))
 
     def object(self, value: dict[Any, Any], depth: int) -> FrozenDict:
-        if depth > self.max_depth:
+        if depth <= 0:
             raise _NotPlain("too deep")
-        self.nodes += dict.__len__(value)
-        if self.nodes > self.max_nodes:
+        if type(value) is dict:  # a subclass is read with dict's own methods
+            self.nodes_left -= len(value)
+            items = value.items()
+        else:
+            self.nodes_left -= _dict_len(value)
+            items = _dict_items(value)
+        if self.nodes_left < 0:
             self.count(0)
         frozen = {}
         size = 0
         key: object = None
         try:
-            for key, item in dict.items(value):  # the dict's own items, never an override
+            for key, item in items:
                 if type(key) is not str:
                     key = self.key(key)
                 size += len(key) if key.isascii() else utf8_size(key)  # type: ignore[attr-defined, arg-type]
@@ -259,24 +265,24 @@ class _Walk:
                 if kind is str:
                     size += len(item) if item.isascii() else utf8_size(item)
                 elif kind is dict:
-                    item = self.object(item, depth + 1)
+                    item = self.object(item, depth - 1)
                 elif kind is list:
-                    item = self.array(item, depth + 1)
+                    item = self.array(item, depth - 1)
                 elif kind is int:
                     if not MIN_INT <= item <= MAX_INT:
                         self.scalar(item)
                 elif not (kind is bool or item is None or (kind is float and math.isfinite(item))):
-                    item = self.nested(item, depth + 1)
+                    item = self.nested(item, depth - 1)
                 frozen[key] = item
         except _NotPlain as err:
             if type(key) is str:  # a bad key names itself in the problem
                 err.steps.append(key_step(key))
             raise
-        self.bytes += size
-        if self.bytes > self.max_bytes:
+        self.bytes_left -= size
+        if self.bytes_left < 0:
             self.add_bytes(0)
         result = _new(FrozenDict)
-        _set_data(result, MappingProxyType(frozen))
+        _set_data(result, _proxy(frozen))
         return result  # type: ignore[no-any-return]
 
     def key(self, key: object) -> str:
@@ -285,58 +291,59 @@ class _Walk:
         raise _NotPlain(f"key {_safe_repr(key)} is not a string")
 
     def array(self, value: list[Any] | tuple[Any, ...], depth: int) -> tuple[Any, ...]:
-        if depth > self.max_depth:
+        if depth <= 0:
             raise _NotPlain("too deep")
         kind = type(value)
         if kind is list:
             items = value.copy()
         else:
             items = list.copy(value) if issubclass(kind, list) else list(tuple.__iter__(value))
-        self.nodes += len(items)
-        if self.nodes > self.max_nodes:
+        self.nodes_left -= len(items)
+        if self.nodes_left < 0:
             self.count(0)
         size = 0
         index = 0
         try:
-            for index, item in enumerate(items):
+            for item in items:
                 kind = type(item)
                 if kind is str:
                     size += len(item) if item.isascii() else utf8_size(item)
                 elif kind is dict:
-                    items[index] = self.object(item, depth + 1)
+                    items[index] = self.object(item, depth - 1)
                 elif kind is int:
                     if not MIN_INT <= item <= MAX_INT:
                         self.scalar(item)
                 elif kind is list:
-                    items[index] = self.array(item, depth + 1)
+                    items[index] = self.array(item, depth - 1)
                 elif not (kind is bool or item is None or (kind is float and math.isfinite(item))):
-                    items[index] = self.nested(item, depth + 1)
+                    items[index] = self.nested(item, depth - 1)
+                index += 1
         except _NotPlain as err:
             err.steps.append(f"[{index}]")
             raise
-        self.bytes += size
-        if self.bytes > self.max_bytes:
+        self.bytes_left -= size
+        if self.bytes_left < 0:
             self.add_bytes(0)
         return tuple(items)
 
     def reuse(self, value: FrozenDict, depth: int) -> FrozenDict:
         """An already frozen object: counted, never walked."""
         nodes, size, height = _size_of(value)
-        if depth + height - 1 > self.max_depth:
+        if height > depth:
             return self.object(dict(value._data), depth)  # walked, to name the place
         self.count(nodes - 1)  # the object itself was counted by its container
         self.add_bytes(size)
         return value
 
     def count(self, nodes: int) -> None:
-        self.nodes += nodes
-        if self.nodes > self.max_nodes:
-            raise _NotPlain(f"more than {self.max_nodes} values")
+        self.nodes_left -= nodes
+        if self.nodes_left < 0:
+            raise _NotPlain(f"more than {self.limits.max_nodes} values")
 
     def add_bytes(self, size: int) -> None:
-        self.bytes += size
-        if self.bytes > self.max_bytes:
-            raise _NotPlain(f"more than {self.max_bytes} bytes of text")
+        self.bytes_left -= size
+        if self.bytes_left < 0:
+            raise _NotPlain(f"more than {self.limits.max_bytes} bytes of text")
 
 
 def utf8_size(text: str) -> int:
@@ -360,10 +367,9 @@ def freeze_json(value: object, path: str = "") -> Any:
     limits = get_json_limits()
     try:
         walk = _Walk(limits)
-        kind = type(value)
-        if kind is dict:
-            return walk.object(value, 1)  # type: ignore[arg-type]
-        return walk.nested(value, 1)
+        if type(value) is dict:
+            return walk.object(value, limits.max_depth)  # type: ignore[arg-type]
+        return walk.nested(value, limits.max_depth)
     except _NotPlain as err:
         raise _located(err, value, path, limits) from None
     except RecursionError:
@@ -374,9 +380,12 @@ def freeze_json(value: object, path: str = "") -> Any:
 
 def freeze_object(value: object, path: str) -> FrozenDict:
     """:func:`freeze_json` for a value that must be a JSON object."""
-    if type(value) is FrozenDict:
+    kind = type(value)
+    if kind is dict:
+        return freeze_json(value, path)  # type: ignore[no-any-return]
+    if kind is FrozenDict:
         return value  # type: ignore[return-value]
-    if not issubclass(type(value), dict):
+    if not issubclass(kind, dict):
         raise InvalidMessageError(path, f"expected a JSON object, got {_kind(value)}")
     return freeze_json(value, path)  # type: ignore[no-any-return]
 

@@ -23,7 +23,7 @@ from turnkit.messages._checks import (
     need_choice,
     need_str,
 )
-from turnkit.messages._count import state as _counting
+from turnkit.messages._count import current as _counting
 from turnkit.messages._json import freeze_object, thaw
 from turnkit.messages._wire import from_wire
 
@@ -130,12 +130,17 @@ class TextBlock(_Frozen, tag="text", tag_field="type"):
     cache: CacheControl | None = None
 
     def __post_init__(self) -> None:
-        if not (type(self.text) is str and self.text.isascii()):
-            force_setattr(self, "text", need_str(self.text, "text"))
+        text = self.text
+        if not (type(text) is str and text.isascii()):
+            text = need_str(text, "text")
+            force_setattr(self, "text", text)
         if self.cache is not None and not issubclass(type(self.cache), CacheControl):
             force_setattr(self, "cache", from_wire(self.cache, CacheControl, "cache"))
-        if (count := _counting.count) is not None:
-            count.block(len(self.text))
+        if (count := _counting()) is not None:  # counted inline: see turnkit.messages._count
+            count.built_left -= 1
+            count.chars_left -= len(text)
+            if count.built_left < 0 or count.chars_left < 0:
+                count.over()
 
     def to_dict(self) -> dict[str, Any]:
         if self.cache is None:
@@ -151,8 +156,10 @@ class ImageBlock(_Frozen, tag="image", tag_field="type"):
 
     def __post_init__(self) -> None:
         _source(self, image=True)
-        if (count := _counting.count) is not None:
-            count.block(0)
+        if (count := _counting()) is not None:
+            count.built_left -= 1
+            if count.built_left < 0:
+                count.over()
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": "image", "source": self.source.to_dict()}
@@ -169,8 +176,10 @@ class FileBlock(_Frozen, tag="file", tag_field="type"):
         _source(self, image=False)
         if not (type(self.filename) is str and self.filename.isascii()) or not self.filename:
             force_setattr(self, "filename", need_str(self.filename, "filename", non_empty=True))
-        if (count := _counting.count) is not None:
-            count.block(0)
+        if (count := _counting()) is not None:
+            count.built_left -= 1
+            if count.built_left < 0:
+                count.over()
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": "file", "source": self.source.to_dict(), "filename": self.filename}
@@ -185,15 +194,20 @@ class ThinkingBlock(_Frozen, tag="thinking", tag_field="type"):
     redacted: bool = False
 
     def __post_init__(self) -> None:
-        if not (type(self.thinking) is str and self.thinking.isascii()):
-            force_setattr(self, "thinking", need_str(self.thinking, "thinking"))
+        thinking = self.thinking
+        if not (type(thinking) is str and thinking.isascii()):
+            thinking = need_str(thinking, "thinking")
+            force_setattr(self, "thinking", thinking)
         signature = self.signature
         if signature is not None and not (type(signature) is str and signature.isascii()):
             force_setattr(self, "signature", need_str(signature, "signature"))
         if self.redacted is not False:
             need_bool(self.redacted, "redacted")
-        if (count := _counting.count) is not None:
-            count.block(len(self.thinking))
+        if (count := _counting()) is not None:
+            count.built_left -= 1
+            count.chars_left -= len(thinking)
+            if count.built_left < 0 or count.chars_left < 0:
+                count.over()
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": "thinking", "thinking": self.thinking}
@@ -251,13 +265,15 @@ class ToolResultBlock(_Frozen, tag="tool_result", tag_field="type"):
             and not issubclass(type(self.content), str)
         ):
             raise InvalidMessageError("content", "must be a string when is_error is true")
-        if (count := _counting.count) is not None:
+        if (count := _counting()) is not None:
             content = self.content
+            count.built_left -= 1
             if type(content) is str:
-                count.block(len(content))
+                count.chars_left -= len(content)
             else:
-                count.block(0)
-                count.parts(len(content))
+                count.nodes_left -= len(content)
+            if count.built_left < 0 or count.chars_left < 0 or count.nodes_left < 0:
+                count.over()
 
     def to_dict(self) -> dict[str, Any]:
         content = self.content

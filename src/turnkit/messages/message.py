@@ -185,6 +185,19 @@ class Message(_Frozen):
         return "".join(b.text for b in self.content if type(b) is TextBlock)
 
 
+def stamped(message: Message, **fields: Any) -> Message:
+    """A copy of ``message`` with ``fields`` set, not checked again.
+
+    For what turnkit sets on a message it already holds (an ``Origin`` it
+    built, an invocation id it made), which cannot make the message invalid:
+    :meth:`Message.clone` would check every block again.
+    """
+    copy = message.__copy__()
+    for name, value in fields.items():
+        force_setattr(copy, name, value)
+    return copy
+
+
 def _content_from(value: object) -> tuple[Block, ...]:
     if issubclass(type(value), str):
         problem = "expected a list of content blocks, got a string (use a text block)"

@@ -167,11 +167,24 @@ class Usage:
     cache_write_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
+        if type(self) is Usage and type(other) is Usage:  # immutable: no new object for nothing
+            if not other._any():
+                return self
+            if not self._any():
+                return other
         return Usage(
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
             self.cache_read_tokens + other.cache_read_tokens,
             self.cache_write_tokens + other.cache_write_tokens,
+        )
+
+    def _any(self) -> bool:
+        return bool(
+            self.input_tokens
+            or self.output_tokens
+            or self.cache_read_tokens
+            or self.cache_write_tokens
         )
 
     @property

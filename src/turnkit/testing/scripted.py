@@ -18,6 +18,7 @@ from turnkit.messages import (
     message_text_body,
 )
 from turnkit.messages._prefix import PrefixMemo
+from turnkit.messages.message import stamped
 from turnkit.providers.base import (
     Model,
     ModelEvent,
@@ -89,6 +90,7 @@ class ScriptedModel(Model):
         self.replies: list[Reply] = list(replies)
         self.requests: list[ScriptedRequest] = []
         self._seen: dict[str, PrefixMemo[_Seen]] = {}  # by thinking_replay
+        self._made_origin: Origin | None = None
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         system, messages, chars = self._as_seen(request)
@@ -149,8 +151,8 @@ class ScriptedModel(Model):
 
     def _as_message(self, reply: object) -> Message:
         if isinstance(reply, str):
-            message = Message.assistant(reply)
-        elif isinstance(reply, Message):
+            return Message.assistant(reply, origin=self._origin())
+        if isinstance(reply, Message):
             message = reply
         elif isinstance(reply, Mapping):
             message = Message.from_dict(reply)
@@ -159,8 +161,15 @@ class ScriptedModel(Model):
         if message.role != "assistant":
             raise ValueError(f"a scripted reply must be an assistant message, got {message.role}")
         if message.origin is None:
-            message = message.clone(origin=Origin(self.provider, self.name))
+            message = stamped(message, origin=self._origin())  # a valid message stays valid
         return message
+
+    def _origin(self) -> Origin:
+        """This model's Origin, built once (again if ``name`` was changed)."""
+        origin = self._made_origin
+        if origin is None or origin.model != self.name or origin.provider != self.provider:
+            origin = self._made_origin = Origin(self.provider, self.name)
+        return origin
 
 
 def _pieces(text: str) -> list[str]:

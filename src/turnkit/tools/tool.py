@@ -41,7 +41,9 @@ class Tool:
     arguments, after the input was checked: by ``validator`` when given (it
     returns the keyword arguments, or raises ``ValueError``), else against
     ``input_schema`` with ``jsonschema``. Sync functions run in a worker
-    thread, so they never block the event loop. ``idempotent=True`` says a
+    thread, so they do not hold the event loop up: it waits for one's answer
+    directly for at most 50 us (a hand-back through the loop costs more), then
+    goes on with other work until it returns. ``idempotent=True`` says a
     call may safely run twice: a durable session re-runs such a call that a
     crash interrupted, where any other gets an "interrupted" error result.
     ``timeout_s`` (default :data:`DEFAULT_TOOL_TIMEOUT_S`, 120 s; None for no
