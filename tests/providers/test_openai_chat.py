@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from openai.types.chat import ChatCompletion
 
 from fakes import ErrorReply, FakeOpenAIChat, Reply, Text, Thinking, ToolCall
+from providers.streamed_tools import check_tool_input_streams_in_pieces
 from turnkit import ImageBlock, Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from turnkit.errors import ProviderError, UnsupportedContentError
 from turnkit.messages import FileBlock, Origin, thaw
@@ -282,20 +283,9 @@ async def test_stream_gives_deltas_and_the_same_final_message(
 async def test_stream_gives_each_tool_calls_input_in_pieces_before_the_whole_call(
     fake: FakeOpenAIChat, model: OpenAIChatModel
 ) -> None:
-    first = {"a": 1, "b": [1, 2, 3], "note": "long enough to arrive in several pieces"}
-    calls = [ToolCall("add", first, id="call_x"), ToolCall("add", {"a": 2}, id="call_y")]
-    fake.script(Reply([Text("Adding."), *calls]))
-    events = [e async for e in model.stream(request(Message.user("hi")))]
-    kinds = [e.type for i, e in enumerate(events) if i == 0 or e.type != events[i - 1].type]
-    assert kinds == ["text_delta", *("tool_input_delta", "tool_use") * 2, "done"]
-    finals = [e.tool_call for e in events if e.type == "tool_use"]
-    assert [c.id for c in finals] == ["call_x", "call_y"]
-    for final in finals:
-        pieces = [e for e in events if e.type == "tool_input_delta" and e.tool_call.id == final.id]
-        assert len(pieces) > 1
-        assert all(e.tool_call.name == "add" and not e.tool_call.input for e in pieces)
-        assert json.loads("".join(e.text for e in pieces)) == thaw(final.input)
-    assert finals == list(events[-1].response.tool_calls)
+    await check_tool_input_streams_in_pieces(
+        fake, model, request(Message.user("hi")), ("call_x", "call_y")
+    )
 
 
 async def test_streamed_pieces_carry_the_fresh_id_a_repeated_call_id_gets(
