@@ -3,7 +3,7 @@
 Live deltas are not events: they live in ``turnkit_live`` only while their
 model call streams, so that a follower joining mid-message (in any process)
 reads them from the start of that call. The rows of a call are marked done
-in the transaction that records its reply (:func:`prune`, with the durable
+in the transaction that records its reply (:func:`mark_done`, with the durable
 ``message`` event) or ends the turn, and deleted :data:`KEEP_S` later: a
 follower that is given the reply before a watcher brought it the last deltas
 reads them then (:func:`closing`). The table holds the replies being written
@@ -42,8 +42,8 @@ __all__ = [
     "decode_notify",
     "insert",
     "last_id",
+    "mark_done",
     "newer",
-    "prune",
     "turn_start_seq",
 ]
 
@@ -137,7 +137,7 @@ def decode_notify(payload: str) -> tuple[list[LiveRow], list[int]]:
     return [_row(item) for item in value], []
 
 
-def prune(tx: Tx, turn_id: str, step: str | None = None) -> None:
+def mark_done(tx: Tx, turn_id: str, step: str | None = None) -> None:
     """Mark the deltas of the turn's model call ``step`` (None: of every call) done;
     delete those done more than :data:`KEEP_S` ago."""
     live = t.live.c

@@ -201,7 +201,7 @@ class Journal:
     def _write(self, tx: Tx, session_id: str, turn_id: str, pending: PendingWrites) -> None:
         for key, result in pending.steps:
             if key.startswith("model:"):  # its reply is recorded: its live deltas are done
-                live.prune(tx, turn_id, key)
+                live.mark_done(tx, turn_id, key)
             done = tx.execute(
                 sa.select(t.steps.c.key).where(t.steps.c.turn_id == turn_id, t.steps.c.key == key)
             ).first()
@@ -350,7 +350,7 @@ class Journal:
         in the same transaction: that claim, or None when the runner is done (or
         ``claim_next`` is False: a last-resort end that writes nothing else)."""
         with self.store.write() as tx:
-            live.prune(tx, claim.turn_id)
+            live.mark_done(tx, claim.turn_id)
             if _still_running(tx, claim):
                 if pending is not None:
                     self._write(tx, claim.session_id, claim.turn_id, pending)
@@ -383,7 +383,7 @@ class Journal:
         """End the turn as asking ``question`` (see :func:`.turns.end_asking`); the
         runner's next claim, as :meth:`finish`."""
         with self.store.write() as tx:
-            live.prune(tx, claim.turn_id)
+            live.mark_done(tx, claim.turn_id)
             if _still_running(tx, claim):
                 self._write(tx, claim.session_id, claim.turn_id, pending)
                 turns.end_asking(tx, claim.session_id, claim.turn_id, question, resume, data_json)

@@ -105,7 +105,7 @@ class Dispatcher:
         self._run_session: Callable[[str, str], Awaitable[None]] | None = None
         self.slots = Slots(max_running)
         self._direct: set[str] = set()  # runner ids started here with a slot taken for them
-        self._count = threading.Lock()
+        self._direct_lock = threading.Lock()
         self._loop: LoopThread | None = None
 
     # -- launch and shutdown -------------------------------------------------
@@ -223,7 +223,7 @@ class Dispatcher:
             return False
         if not self.slots.try_take():
             return False
-        with self._count:
+        with self._direct_lock:
             self._direct.add(runner_id)
         return True
 
@@ -234,7 +234,7 @@ class Dispatcher:
 
     def _unreserve(self, runner_id: str) -> None:
         """The direct start of ``runner_id`` will not run: its slot goes back."""
-        with self._count:
+        with self._direct_lock:
             if runner_id not in self._direct:
                 return  # its body has it
             self._direct.discard(runner_id)
@@ -261,7 +261,7 @@ class Dispatcher:
             self._unreserve(runner_id)
 
     async def _run_body(self, runner_id: str, session_id: str) -> None:
-        with self._count:
+        with self._direct_lock:
             direct = runner_id in self._direct
             self._direct.discard(runner_id)
         if not direct:  # from the queue or recovered: wait for a slot of this process

@@ -18,7 +18,7 @@ sources as they come:
   come first: a follower that was there while a call streamed sees every
   delta of it, then its ``message``. (Calls done before it subscribed give
   nothing: their ``message`` says it all. Times are compared across
-  processes, so hosts' clocks are assumed to agree within a poll or two.)
+  processes, so hosts' clocks are assumed to agree within :data:`_CLOCKS_S`.)
 
 Durable events are read as the follower reads them (bounded by a small
 queue); deltas wait in the hub's bounded subscription, and a follower that

@@ -152,7 +152,7 @@ class LivePublisher:
         await self._after_seq_settled()
 
     def abort(self) -> None:
-        """The call failed or was cancelled: stop (what was stored is pruned with the turn)."""
+        """The call failed or was cancelled: stop (what was stored is marked done with the turn)."""
         if self._timer is not None:
             self._timer.cancel()
         if self._writer is not None:
