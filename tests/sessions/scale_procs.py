@@ -25,7 +25,14 @@ class Proc:
     """``turnkit worker|serve scale_app.py`` in a process of its own."""
 
     def __init__(
-        self, kind: str, db_url: str, tmp: Path, *, executor_id: str | None = None, **env: str
+        self,
+        kind: str,
+        db_url: str,
+        tmp: Path,
+        *,
+        executor_id: str | None = None,
+        app: Path = SCALE_APP,
+        **env: str,
     ) -> None:
         self.kind = kind
         self.log = tmp / f"{kind}-{time.monotonic_ns()}.log"
@@ -41,7 +48,7 @@ class Proc:
         args = ["--port", "0"] if kind == "serve" else []
         with self.log.open("w") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "turnkit", kind, str(SCALE_APP), *args],
+                [sys.executable, "-m", "turnkit", kind, str(app), *args],
                 stdout=subprocess.PIPE,
                 stderr=err,
                 text=True,
@@ -66,6 +73,14 @@ class Proc:
             raise AssertionError(
                 f"{self.kind} printed nothing within {timeout} s: {self.log.read_text()[-2000:]}"
             ) from None
+
+    def pause(self) -> None:
+        """SIGSTOP: the process stalls (as when paused, swapped out or cut off)."""
+        os.kill(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGCONT)
 
     def kill(self) -> None:
         """SIGKILL: nothing runs in the child after it."""

@@ -7,6 +7,13 @@ id (the id DBOS runs its workflows under), renewed by
     live ──stop──► released ─┐
       └──lease lapses────────┴──claimed by a live process──► taking ──► taken
 
+A process that stalled past its lease (paused, swapped out, cut off) and
+finds its id taken holds it again under a new ``holder`` once the takeover
+is done. Its runners' writes are *fenced* (:func:`holds`): each checks, in
+its own transaction, that the row still names the holder the runner started
+under and is live, so a runner whose turns another process took over can
+write nothing more (:class:`LeaseLost`).
+
 Every change is an ``UPDATE ... WHERE`` whose row count says whether it
 applied (as in :mod:`.turns`), so two processes racing for one id, or two
 live processes racing to take over one lapsed executor, get one outcome.
@@ -26,10 +33,12 @@ from turnkit.sessions.db import schema as t
 
 __all__ = [
     "Holder",
+    "LeaseLost",
     "LeaseRow",
     "acquire",
     "claim_lapsed",
     "db_now",
+    "holds",
     "listed",
     "mark_taken",
     "release",
@@ -40,6 +49,15 @@ LIVE, RELEASED, TAKING, TAKEN = "live", "released", "taking", "taken"
 PRUNE_AFTER_S = 24 * 3600.0  # taken rows are kept this long for `turnkit status`
 
 _c = t.executors.c
+
+
+class LeaseLost(BaseException):
+    """A runner's write was refused: its turns are another process's now.
+
+    A ``BaseException``, like ``CancelledError``: nothing between the write
+    and the runner (a tool's or the agent loop's ``except Exception``) may
+    take it for a failure and go on.
+    """
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +139,20 @@ def acquire(engine: sa.Engine, me: Holder, lease_s: float) -> LeaseRow | None:
             .values(values)
         )
         return None if taken.rowcount else LeaseRow.of(row)
+
+
+def holds(conn: sa.Connection, executor_id: str, holder: str) -> bool:
+    """Whether ``holder`` still holds ``executor_id`` (in a write transaction).
+
+    On Postgres the row is read ``FOR SHARE``: a takeover's claim (an UPDATE
+    of this row) waits for the writes in flight, and every write after it
+    sees the row taken. On SQLite writers take turns anyway.
+    """
+    query = sa.select(_c.holder, _c.state).where(_c.id == executor_id)
+    if conn.dialect.name == "postgresql":
+        query = query.with_for_update(read=True)
+    row = conn.execute(query).first()
+    return row is not None and row.holder == holder and row.state == LIVE
 
 
 def _insert_ignoring_conflict(conn: sa.Connection, values: dict[str, Any]) -> Any:

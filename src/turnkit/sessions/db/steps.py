@@ -125,7 +125,7 @@ class Journal:
 
     def claim(self, session_id: str, runner_id: str, keep: bool = False) -> Claim | None:
         """The turn runner ``runner_id`` is to run next (see :func:`.turns.claim_next`)."""
-        with self.store.write() as tx:
+        with self.store.turn_write() as tx:
             return self._claim_next(tx, session_id, runner_id, keep)
 
     def _claim_next(
@@ -194,7 +194,7 @@ class Journal:
         if not pending.steps and not pending.messages:
             with self.store.read() as conn:
                 return int(conn.execute(seq).scalar_one())
-        with self.store.write() as tx:
+        with self.store.turn_write() as tx:
             self._write(tx, session_id, turn_id, pending)
             return int(tx.execute(seq).scalar_one())
 
@@ -214,7 +214,7 @@ class Journal:
     def start_tool(
         self, session_id: str, turn_id: str, call: ToolUseBlock, pending: PendingWrites
     ) -> None:
-        with self.store.write() as tx:
+        with self.store.turn_write() as tx:
             self._write(tx, session_id, turn_id, pending)
             tx.execute(
                 t.steps.insert().values(
@@ -226,7 +226,7 @@ class Journal:
     def finish_tool(
         self, session_id: str, turn_id: str, call: ToolUseBlock, block: ToolResultBlock
     ) -> None:
-        with self.store.write() as tx:
+        with self.store.turn_write() as tx:
             done = t.steps.update().where(
                 t.steps.c.turn_id == turn_id,
                 t.steps.c.key == tool_step_key(call.id),
@@ -288,7 +288,7 @@ class Journal:
         before it. Its ``turn_index`` is ``-1 - number``, apart from the
         messages the loop produces.
         """
-        with self.store.write() as tx:
+        with self.store.turn_write() as tx:
             if not _still_running(tx, claim):
                 return  # ended meanwhile (cancelled, the session ended): nothing more to store
             self._write(tx, claim.session_id, claim.turn_id, pending)
@@ -325,7 +325,7 @@ class Journal:
         transaction, with what the turn had buffered (written first, so the message
         comes after the latest tool results). None, writing nothing, when nothing
         waits or the turn has ended."""
-        with self.store.write() as tx:
+        with self.store.turn_write() as tx:
             if not _still_running(tx, claim):
                 return None
             taken = busy.take_steered(tx, claim.session_id, claim.turn_id)
@@ -349,7 +349,7 @@ class Journal:
         """End the turn with what it produced (once), and claim the runner's next turn
         in the same transaction: that claim, or None when the runner is done (or
         ``claim_next`` is False: a last-resort end that writes nothing else)."""
-        with self.store.write() as tx:
+        with self.store.turn_write() as tx:
             live.mark_done(tx, claim.turn_id)
             if _still_running(tx, claim):
                 if pending is not None:
@@ -382,7 +382,7 @@ class Journal:
     ) -> Claim | None:
         """End the turn as asking ``question`` (see :func:`.turns.end_asking`); the
         runner's next claim, as :meth:`finish`."""
-        with self.store.write() as tx:
+        with self.store.turn_write() as tx:
             live.mark_done(tx, claim.turn_id)
             if _still_running(tx, claim):
                 self._write(tx, claim.session_id, claim.turn_id, pending)

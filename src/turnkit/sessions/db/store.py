@@ -195,6 +195,9 @@ class Store:
         self.cancel_local: Callable[[str, str], object] | None = None
         # Called inside each write transaction that appended events (Postgres NOTIFY).
         self.publish: Callable[[Tx], None] | None = None
+        # Called first in each write of a turn's runner: raises when this process no
+        # longer holds the executor lease the runner started under (runtime/executors.py).
+        self.fence: Callable[[Tx], None] = lambda tx: None
 
     @contextmanager
     def write(self) -> Iterator[Tx]:
@@ -215,6 +218,14 @@ class Store:
             self._on_commit(tx.appended)
         for callback in tx.after:
             callback()
+
+    @contextmanager
+    def turn_write(self) -> Iterator[Tx]:
+        """A write of a turn's runner: refused (``LeaseLost``) before anything is
+        written once the runner's turns belong to another process."""
+        with self.write() as tx:
+            self.fence(tx)
+            yield tx
 
     @contextmanager
     def read(self) -> Iterator[sa.Connection]:

@@ -16,6 +16,12 @@ slots (:mod:`.slots`), however it started: a direct start takes its slot
 when the runner is named, one from the queue or from recovery waits for
 one, so a process never runs more than ``max_running`` turns at once.
 
+A process that lost its executor lease (it stalled and its turns were
+taken over) starts nothing directly and runs nothing from the queue until it
+holds its id again: each runner runs under the holder of its start, and its
+writes are refused once that holder is gone (:mod:`.executors`); such a
+runner leaves by cancellation, so DBOS records no outcome of it.
+
 A crash between the commit and the direct start leaves a session whose
 runner DBOS has never heard of; :meth:`Dispatcher.recover` (at launch) finds
 such sessions and starts the runner under the same id. Runner ids are
@@ -27,6 +33,7 @@ DBOS is one per process, so one App runs its engine in a process at a time.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import logging
@@ -40,6 +47,7 @@ from dbos import DBOS, DBOSClient, SetWorkflowID
 from turnkit._loop_thread import LoopThread
 from turnkit.sessions.db import schema as t
 from turnkit.sessions.db.engines import Databases
+from turnkit.sessions.db.executors import LeaseLost
 from turnkit.sessions.db.store import Store, Tx
 from turnkit.sessions.model.status import TurnState
 from turnkit.sessions.runtime.slots import Slots
@@ -107,6 +115,10 @@ class Dispatcher:
         self._direct: set[str] = set()  # runner ids started here with a slot taken for them
         self._direct_lock = threading.Lock()
         self._loop: LoopThread | None = None
+        # The executor lease (runtime/executors.py): whether this process holds its
+        # id now, and what a runner awaits before it runs (under the holder of then).
+        self.holds_lease: Callable[[], bool] = lambda: True
+        self.admit: Callable[[], Awaitable[None]] | None = None
 
     # -- launch and shutdown -------------------------------------------------
 
@@ -219,7 +231,7 @@ class Dispatcher:
 
     def _reserve(self, runner_id: str) -> bool:
         """Take a slot for a direct start of ``runner_id`` if one is free."""
-        if self._loop is None:  # runs no turns here (or not launched yet): the queue
+        if self._loop is None or not self.holds_lease():  # runs no turns here now: the queue
             return False
         if not self.slots.try_take():
             return False
@@ -267,8 +279,13 @@ class Dispatcher:
         if not direct:  # from the queue or recovered: wait for a slot of this process
             await self.slots.take()
         try:
+            if self.admit is not None:
+                await self.admit()
             assert self._run_session is not None
             await self._run_session(runner_id, session_id)
+        except LeaseLost:
+            log.warning("turnkit: runner %s stopped: its session was taken over", runner_id)
+            raise asyncio.CancelledError from None  # DBOS records nothing: not its run now
         finally:
             self.slots.give()
 

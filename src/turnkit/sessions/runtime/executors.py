@@ -15,10 +15,22 @@ one. So every process holds its executor id under a lease in
   (:func:`recover_workflows_of`): they resume as after a crash, once;
 - at stop, the lease is released: what the process leaves unfinished is
   taken over at once by a live process.
+
+A process that stalls past its lease and comes back finds its turns taken
+over. Each runner is *fenced*: it runs under the holder (``epoch``) the
+process held when the runner started, and every write it makes checks, in
+the same transaction, that the lease still names that holder
+(:meth:`ExecutorLease.fence`). Once the id is taken, a stalled runner's next
+write is refused and the runner leaves without writing anything more (DBOS
+records no outcome for it either: the taker owns the workflow now). The
+process holds its id again under a new holder once the takeover is done;
+until then it starts no runner, so none can run unfenced under a taken id.
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import logging
 import os
 import socket
@@ -26,11 +38,13 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from contextvars import ContextVar
 
 import sqlalchemy as sa
 
 from turnkit.sessions.db import executors as leases
-from turnkit.sessions.db.executors import Holder, LeaseRow
+from turnkit.sessions.db.executors import Holder, LeaseLost, LeaseRow
+from turnkit.sessions.db.store import Tx
 from turnkit.sessions.model.executors import ExecutorInfo
 
 __all__ = [
@@ -45,6 +59,11 @@ __all__ = [
 log = logging.getLogger("turnkit.sessions")
 
 TakeOver = Callable[[list[str]], None]
+
+# The holder a runner started under (set by ExecutorLease.admit in the runner's
+# task; its writes, run in threads, see it through the copied context).
+_EPOCH: ContextVar[str | None] = ContextVar("turnkit_runner_epoch", default=None)
+_ADMIT_POLL_S = 0.05
 
 
 class ExecutorIdInUseError(RuntimeError):
@@ -136,6 +155,7 @@ class ExecutorLease:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._take_over: TakeOver | None = None
+        self._live = threading.Event()  # the id is held (and the holder is this one's)
         self.lost = False
 
     @property
@@ -150,6 +170,7 @@ class ExecutorLease:
             if held is None:
                 if first is not None:
                     log.warning("turnkit: executor id %r taken over", self.executor_id)
+                self._live.set()
                 return
             if first is None:
                 first = held
@@ -191,28 +212,71 @@ class ExecutorLease:
         except sa.exc.SQLAlchemyError:  # it lapses on its own
             log.warning("turnkit: releasing executor id %r failed", self.executor_id)
 
+    # -- fencing -------------------------------------------------------------------
+
+    @property
+    def live(self) -> bool:
+        """Whether this process holds its id now (it may start runners)."""
+        return self._live.is_set()
+
+    async def admit(self) -> None:
+        """At a runner's start, in its task: wait while the id is not held (taken over,
+        not yet held again), then run the runner under the holder of now."""
+        while not self._live.is_set():
+            await asyncio.sleep(_ADMIT_POLL_S)
+        _EPOCH.set(self.me.holder)
+
+    def fence(self, tx: Tx) -> None:
+        """First in each write of a runner: ``LeaseLost`` if the lease no longer names
+        the holder the runner started under (its turns are another process's)."""
+        epoch = _EPOCH.get()
+        if epoch is None:  # not a runner's write (or no lease was ever held)
+            return
+        if not leases.holds(tx.conn, self.executor_id, epoch):
+            self._lose()
+            raise LeaseLost(f"executor id {self.executor_id!r} was taken over")
+
+    # -- the lease thread --------------------------------------------------------------
+
     def _run(self) -> None:
         interval = self.lease_seconds / 3
         while not self._stop.wait(interval):
             try:
-                self._renew()
+                if self.lost:
+                    self._hold_again()
+                else:
+                    self._renew()
                 if self._take_over is not None and not self.lost:
                     self.take_over_lapsed()
             except sa.exc.SQLAlchemyError as err:
                 log.warning("turnkit: renewing executor lease failed (will retry): %s", err)
 
     def _renew(self) -> None:
-        if leases.renew(self.engine, self.me, self.lease_seconds):
+        if not leases.renew(self.engine, self.me, self.lease_seconds):
+            self._lose()
+
+    def _lose(self) -> None:
+        if self.lost:
             return
-        if not self.lost:
-            self.lost = True
-            log.error(
-                "turnkit: the lease of executor id %r lapsed (this process stalled for "
-                "over %.1f s) and another process took over its turns; this process takes "
-                "no more over and should be restarted",
-                self.executor_id,
-                self.lease_seconds,
-            )
+        self.lost = True
+        self._live.clear()
+        log.error(
+            "turnkit: the lease of executor id %r lapsed (this process stalled for over "
+            "%.1f s) and another process took over its turns: the runners here stop at "
+            "their next write, and no new one starts until the id is held again",
+            self.executor_id,
+            self.lease_seconds,
+        )
+
+    def _hold_again(self) -> None:
+        """After a takeover of this id: hold it again, as a new holder (the runners of
+        the old one stay fenced), once the taker is done with it."""
+        me = dataclasses.replace(self.me, holder=uuid.uuid4().hex)
+        if leases.acquire(self.engine, me, self.lease_seconds) is not None:
+            return  # still being taken over: try again at the next beat
+        self.me, self.lost = me, False
+        self._live.set()
+        log.warning("turnkit: executor id %r is held again after its takeover", self.executor_id)
 
     def take_over_lapsed(self) -> list[str]:
         """Claim the lapsed executors and resume their turns here or elsewhere; their ids."""

@@ -139,7 +139,7 @@ class LiveHub:
 
     def publish(self, step: str, stream: str, events: Sequence[LiveEvent]) -> None:
         """Store one model call's new deltas, then hand them to followers (blocking)."""
-        with self._store.write() as tx:
+        with self._store.turn_write() as tx:
             rows = db.insert(tx, step, stream, events)
         self.deliver(rows)
 

@@ -32,6 +32,7 @@ from turnkit.errors import InvalidInputError
 from turnkit.messages import Message, ToolResultBlock, ToolUseBlock, validate_blocks
 from turnkit.messages._json import thaw
 from turnkit.sessions._values import dumps
+from turnkit.sessions.db.executors import LeaseLost
 from turnkit.sessions.db.steps import Claim, Ending, Journal, PendingWrites, tool_step_key
 from turnkit.sessions.db.store import queued_key
 from turnkit.sessions.model.checks import check_payload
@@ -432,6 +433,8 @@ class TurnWorker:
                 isinstance(err, asyncio.CancelledError) and _stopping()
             ):
                 raise  # the process is stopping: the turn resumes at the next start
+            if isinstance(err, LeaseLost):
+                raise  # another process runs the turn now: write nothing more
             return await self._fail(claim, err)
         finally:
             with self._lock:

@@ -102,7 +102,10 @@ class Runtime:
             lambda session_id: (session_id, ended_key(session_id), queued_key(session_id)),
         )
         self.dispatcher = Dispatcher(databases, s.executor_id, s.polling_interval, s.max_running)
+        self.dispatcher.holds_lease = lambda: self.lease.live
+        self.dispatcher.admit = self.lease.admit
         self.store = Store(databases, self.dispatcher, self.notifier.notify)
+        self.store.fence = self.lease.fence
         self.store.publish = publisher(databases)
         self.store.listeners = [SubscriptionFanOut(s.max_hops), *self._listeners]
         self.journal = Journal(self.store)

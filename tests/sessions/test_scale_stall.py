@@ -1,0 +1,105 @@
+"""A worker that stalls past its lease: its turns are taken over, and when it comes
+back it writes nothing more of them (fencing), then runs turns again under its id.
+
+Real ``turnkit worker`` processes on one Postgres (stall_app.py), stalled with
+SIGSTOP and resumed with SIGCONT by pid; the test process is a client App.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from sessions.scale_procs import Proc, count
+from turnkit.sessions import App
+
+STALL_APP = Path(__file__).with_name("stall_app.py")
+LEASE_S = 1.5
+
+
+def client(url: str) -> App:
+    app = App(url, workers=False, fire_schedules=False)
+
+    @app.agent("stall", model="local")
+    def stall() -> str:
+        return "Hold."
+
+    return app
+
+
+def marks(marker: Path, kind: str) -> list[tuple[str, str]]:
+    """(executor, detail) of each line of ``kind`` the workers wrote."""
+    if not marker.exists():
+        return []
+    lines = [line.split("\t") for line in marker.read_text().splitlines()]
+    return [(executor, detail) for what, executor, detail in lines if what == kind]
+
+
+async def until(what: str, check: object, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"waited {timeout} s for {what}"
+        await asyncio.sleep(0.02)
+
+
+async def test_a_stalled_worker_writes_nothing_of_the_turns_taken_from_it(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    marker, releases = tmp_path / "marks.txt", tmp_path / "releases"
+    releases.mkdir()
+    env = {"STALL_MARKER": str(marker), "STALL_DIR": str(releases), "SCALE_LEASE": str(LEASE_S)}
+    workers = {
+        p.executor_id: p
+        for p in (Proc("worker", postgres_url, tmp_path, app=STALL_APP, **env) for _ in range(2))
+    }
+    try:
+        async with client(postgres_url) as app:
+            session = await app.create_session("stall", key="one")
+            receipt = await app.send(session.id, text="go")
+            await until("h1 to start", lambda: marks(marker, "start"))
+            [(stalled_id, call)] = marks(marker, "start")
+            assert call == "h1"
+            stalled = workers[stalled_id]
+            [other_id] = set(workers) - {stalled_id}
+            stalled.pause()
+            # The other worker takes the turn over once the lease lapses: h1 was in
+            # flight (answered as interrupted), and it runs h2 itself.
+            await until("the takeover's h2", lambda: (other_id, "h2") in marks(marker, "start"))
+            models_before = marks(marker, "model")
+            stalled.resume()
+            (releases / f"release-{stalled_id}-h1").touch()  # the stalled copy's h1 returns
+            ended = "SELECT count(*) FROM turnkit_turns WHERE status <> 'running'"
+            await until(  # unfenced, it would go on: h2 "interrupted", and end the turn
+                "the stalled runner to stop",
+                lambda: (
+                    "its session was taken over" in stalled.log.read_text()
+                    or count(postgres_url, ended)
+                ),
+            )
+            (releases / f"release-{other_id}-h2").touch()
+            turn = await app.wait(receipt.turn_id or "", timeout=30)
+            events = await app.events(session.id)
+            models_after = marks(marker, "model")
+            # Back under its id (a new holder), the stalled worker runs turns again.
+            workers[other_id].stop()
+            again = await app.send((await app.create_session("stall", key="two")).id, text="go")
+            await until("a hold of the new turn", lambda: len(marks(marker, "start")) == 3)
+            [(runs_again, _)] = marks(marker, "start")[2:]
+            for call in ("h1", "h2"):
+                (releases / f"release-{runs_again}-{call}").touch()
+            second = await app.wait(again.turn_id or "", timeout=30)
+    finally:
+        for proc in workers.values():
+            proc.resume()
+            proc.stop()
+    assert turn.status == "completed", (turn.reason, turn.error)
+    assert turn.output == f"done:ran:{other_id}"  # h2's own result, not an "interrupted"
+    finished = [e.data for e in events if e.type == "tool.finished"]
+    assert [(d["id"], d["is_error"]) for d in finished] == [("h1", True), ("h2", False)]
+    assert [e.type for e in events].count("turn.completed") == 1
+    # The stalled copy made no model call after it came back (its writes were refused).
+    assert models_after[len(models_before) :] == [(other_id, "5")]
+    assert runs_again == stalled_id and second.status == "completed"
+    assert second.output == f"done:ran:{stalled_id}"
+    assert count(postgres_url, "SELECT count(*) FROM turnkit_turns WHERE status = 'running'") == 0
