@@ -1,14 +1,16 @@
 """A worker that stalls past its lease: its turns are taken over, and when it comes
 back it writes nothing more of them (fencing), then runs turns again under its id.
 
-Real ``turnkit worker`` processes on one Postgres (stall_app.py), stalled with
-SIGSTOP and resumed with SIGCONT by pid; the test process is a client App.
+Real ``turnkit worker`` processes on one database, SQLite and Postgres
+(stall_app.py), stalled with SIGSTOP and resumed with SIGCONT by pid; the test
+process is a client App.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from sessions.scale_procs import Proc, count
@@ -36,28 +38,31 @@ def marks(marker: Path, kind: str) -> list[tuple[str, str]]:
     return [(executor, detail) for what, executor, detail in lines if what == kind]
 
 
-async def until(what: str, check: object, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"waited {timeout} s for {what}"
+async def until(what: str, check: Callable[[], object], procs: Iterable[Proc] = ()) -> None:
+    """Wait (at most 30 s) until ``check()``; else fail with the workers' logs."""
+    deadline = time.monotonic() + 30.0
+    while not check():
+        if time.monotonic() > deadline:
+            logs = "\n".join(f"{p.executor_id}: {p.log.read_text()[-3000:]}" for p in procs)
+            raise AssertionError(f"waited 30 s for {what}\n{logs}")
         await asyncio.sleep(0.02)
 
 
 async def test_a_stalled_worker_writes_nothing_of_the_turns_taken_from_it(
-    postgres_url: str, tmp_path: Path
+    any_db_url: str, tmp_path: Path
 ) -> None:
     marker, releases = tmp_path / "marks.txt", tmp_path / "releases"
     releases.mkdir()
     env = {"STALL_MARKER": str(marker), "STALL_DIR": str(releases), "SCALE_LEASE": str(LEASE_S)}
     workers = {
         p.executor_id: p
-        for p in (Proc("worker", postgres_url, tmp_path, app=STALL_APP, **env) for _ in range(2))
+        for p in (Proc("worker", any_db_url, tmp_path, app=STALL_APP, **env) for _ in range(2))
     }
     try:
-        async with client(postgres_url) as app:
+        async with client(any_db_url) as app:
             session = await app.create_session("stall", key="one")
             receipt = await app.send(session.id, text="go")
-            await until("h1 to start", lambda: marks(marker, "start"))
+            await until("h1 to start", lambda: marks(marker, "start"), workers.values())
             [(stalled_id, call)] = marks(marker, "start")
             assert call == "h1"
             stalled = workers[stalled_id]
@@ -65,7 +70,11 @@ async def test_a_stalled_worker_writes_nothing_of_the_turns_taken_from_it(
             stalled.pause()
             # The other worker takes the turn over once the lease lapses: h1 was in
             # flight (answered as interrupted), and it runs h2 itself.
-            await until("the takeover's h2", lambda: (other_id, "h2") in marks(marker, "start"))
+            await until(
+                "the takeover's h2",
+                lambda: (other_id, "h2") in marks(marker, "start"),
+                workers.values(),
+            )
             models_before = marks(marker, "model")
             stalled.resume()
             (releases / f"release-{stalled_id}-h1").touch()  # the stalled copy's h1 returns
@@ -74,7 +83,7 @@ async def test_a_stalled_worker_writes_nothing_of_the_turns_taken_from_it(
                 "the stalled runner to stop",
                 lambda: (
                     "its session was taken over" in stalled.log.read_text()
-                    or count(postgres_url, ended)
+                    or count(any_db_url, ended)
                 ),
             )
             (releases / f"release-{other_id}-h2").touch()
@@ -84,8 +93,9 @@ async def test_a_stalled_worker_writes_nothing_of_the_turns_taken_from_it(
             # Back under its id (a new holder), the stalled worker runs turns again.
             workers[other_id].stop()
             again = await app.send((await app.create_session("stall", key="two")).id, text="go")
-            await until("a hold of the new turn", lambda: len(marks(marker, "start")) == 3)
-            [(runs_again, _)] = marks(marker, "start")[2:]
+            # (its h1 goes on at once: that release is the stalled copy's, made above)
+            await until("the new turn's first hold", lambda: len(marks(marker, "start")) > 2)
+            runs_again = marks(marker, "start")[2][0]
             for call in ("h1", "h2"):
                 (releases / f"release-{runs_again}-{call}").touch()
             second = await app.wait(again.turn_id or "", timeout=30)
@@ -102,4 +112,4 @@ async def test_a_stalled_worker_writes_nothing_of_the_turns_taken_from_it(
     assert models_after[len(models_before) :] == [(other_id, "5")]
     assert runs_again == stalled_id and second.status == "completed"
     assert second.output == f"done:ran:{stalled_id}"
-    assert count(postgres_url, "SELECT count(*) FROM turnkit_turns WHERE status = 'running'") == 0
+    assert count(any_db_url, "SELECT count(*) FROM turnkit_turns WHERE status = 'running'") == 0
