@@ -112,3 +112,34 @@ async def test_a_steer_during_the_call_that_asks_is_held_for_the_answer(any_db_u
     assert [held.text for held in turn.input.steering] == ["and the frame"]
     assert started == ["Paint it", "blue"]  # the steered input ran no turn of its own
     assert reads(model, "and the frame") == 1
+
+
+async def test_a_repeated_key_gives_the_first_receipt_after_a_question_held_the_input(
+    any_db_url: str,
+) -> None:
+    """Inputs steered, queued and merged while the turn makes the call that asks are
+    held by the question; sending one again with its key still gives its first receipt."""
+    gate = Gate()
+    app, _ = busy_app(any_db_url, [gated_reply(gate, ASK), "answered"], gate)
+    async with app:
+        session = await app.create_session("painter")
+        first = await app.send(session.id, text="Paint it")
+        await gate.wait_entered()
+        sent = {
+            key: await app.send(session.id, text=key, idempotency_key=key, on_busy=policy)
+            for key, policy in (("s", "steer"), ("q", "merge"), ("m", "merge"), ("k", "queue"))
+        }
+        assert [r.status for r in sent.values()] == ["steered", "queued", "merged", "queued"]
+        gate.open()
+        assert (await app.wait(first.turn_id, timeout=20)).question is not None
+        for key, receipt in sent.items():
+            again = await app.send(session.id, text="again", idempotency_key=key)
+            assert again.duplicate, key
+            assert (again.input_id, again.turn_id, again.status) == (
+                receipt.input_id,
+                receipt.turn_id,
+                receipt.status,
+            ), key
+        answer = await app.send(session.id, text="blue")
+        turn = await app.wait(answer.turn_id, timeout=20)
+    assert [held.text for held in turn.input.steering] == ["s", "q", "m", "k"]
