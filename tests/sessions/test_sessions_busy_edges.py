@@ -143,3 +143,35 @@ async def test_a_repeated_key_gives_the_first_receipt_after_a_question_held_the_
         answer = await app.send(session.id, text="blue")
         turn = await app.wait(answer.turn_id, timeout=20)
     assert [held.text for held in turn.input.steering] == ["s", "q", "m", "k"]
+
+
+async def test_the_readme_example_of_the_four_policies_does_what_it_says(db_url: str) -> None:
+    gate = Gate()
+    echo = [lambda r: f"did: {r.last_text}"] * 3
+    app, model = busy_app(db_url, [WORK, *echo], gate, on_busy="steer")
+    async with app:
+        s = await app.create_session("painter")
+        first = await app.send(s.id, text="Paint the door red")
+        await gate.wait_entered()
+        steer = await app.send(s.id, text="actually, the blue one")
+        assert (steer.status, steer.turn_id) == ("steered", first.turn_id)
+        queue = await app.send(s.id, text="then tidy up", on_busy="queue")
+        assert queue.status == "queued"
+        merge = await app.send(s.id, text="and wash the brushes", on_busy="merge")
+        assert (merge.status, merge.turn_id) == ("merged", queue.turn_id)
+        stop = await app.send(s.id, text="stop, paint the window", on_busy="interrupt")
+        assert stop.status == "queued"
+        assert (await app.wait(first.turn_id, timeout=20)).reason == "interrupted"
+        await app.wait(stop.turn_id, timeout=20)
+        started = await started_texts(app, s.id)
+    gate.open()
+    # The interrupt came before the turn's next model call: the steered input was
+    # not read by it, so it runs as its own turn, first of those waiting.
+    assert started == [
+        "Paint the door red",
+        "actually, the blue one",
+        "then tidy up",
+        "stop, paint the window",
+    ]
+    for text in ("actually, the blue one", "and wash the brushes", "stop, paint the window"):
+        assert reads(model, text) == 1, text
