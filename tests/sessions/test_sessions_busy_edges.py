@@ -175,3 +175,27 @@ async def test_the_readme_example_of_the_four_policies_does_what_it_says(db_url:
     ]
     for text in ("actually, the blue one", "and wash the brushes", "stop, paint the window"):
         assert reads(model, text) == 1, text
+
+
+async def test_a_merge_after_a_steer_does_not_join_the_steered_inputs_fallback(
+    any_db_url: str,
+) -> None:
+    """The steered input's own turn is only its fallback (folded once the running turn
+    reads it): a merge that came after it gets a turn of its own, and is read once."""
+    gate = Gate()
+    app, model = busy_app(any_db_url, [WORK, "blue it is", lambda r: f"did: {r.last_text}"], gate)
+    async with app:
+        session = await app.create_session("painter")
+        first = await app.send(session.id, text="Paint it red")
+        await gate.wait_entered()
+        steer = await app.send(session.id, text="the blue one", on_busy="steer")
+        merge = await app.send(session.id, text="and the frame", on_busy="merge")
+        assert steer.status == "steered"
+        assert merge.status == "queued" and merge.turn_id != first.turn_id
+        gate.open()
+        assert (await app.wait(first.turn_id, timeout=20)).output == "blue it is"
+        turn = await app.wait(merge.turn_id, timeout=20)
+        started = await started_texts(app, session.id)
+    assert turn.output == "did: and the frame" and turn.input.merged == ()
+    assert started == ["Paint it red", "and the frame"]
+    assert reads(model, "the blue one") == 1 and reads(model, "and the frame") == 1
