@@ -17,82 +17,37 @@ from typing import Any
 
 import pytest
 
-import turnkit
 from turnkit.messages import ToolResultBlock, message_text_body
 from turnkit.sessions import App, InvalidInputError
 from turnkit.sessions.db.busy import MAX_MERGED_ITEMS
 from turnkit.testing import ScriptedModel
 
-WORK = {
-    "role": "assistant",
-    "content": [
-        {"type": "text", "text": "Painting it red."},
-        {"type": "tool_use", "id": "w1", "name": "work", "input": {}},
-    ],
-}
+from .busy_support import ASK, WORK, Gate, busy_app, reads, texts, turn_inputs
+
+# -- queue ---------------------------------------------------------------------
 
 
-def work_again(call_id: str) -> dict[str, Any]:
-    return {
-        "role": "assistant",
-        "content": [{"type": "tool_use", "id": call_id, "name": "work", "input": {}}],
-    }
-
-
-class Gate:
-    """A tool (or a model reply) that says it was entered, then waits until opened."""
-
-    def __init__(self) -> None:
-        self.entered = threading.Event()
-        self.opened = threading.Event()
-
-    def pass_through(self) -> None:
-        self.entered.set()
-        assert self.opened.wait(20), "the test never opened the gate"
-
-    async def wait_entered(self) -> None:
-        assert await asyncio.to_thread(self.entered.wait, 20), "nothing reached the gate"
-
-    def open(self) -> None:
-        self.opened.set()
-
-
-def busy_app(db_url: str, replies: list, gate: Gate, **agent: Any) -> tuple[App, ScriptedModel]:
-    app = App(db_url, fire_schedules=False)
-    model = ScriptedModel(replies)
-
-    @turnkit.tool
-    async def work() -> str:
-        """Do the work (waits for the test)."""
-        await asyncio.to_thread(gate.pass_through)
-        return "done"
-
-    @app.agent("painter", model=model, tools=[work], **agent)
-    def painter() -> str:
-        turnkit.use_tool("ask")
-        return "Paint what you are asked to."
-
-    return app, model
-
-
-def texts(request: Any) -> list[str]:
-    return [message_text_body(m) for m in request.messages]
-
-
-def reads(model: ScriptedModel, text: str) -> int:
-    """In how many user messages the model was ever shown ``text`` (once per message)."""
-    seen = set()
-    for request in model.requests:
-        for message in request.messages:
-            if message.role == "user" and text in message_text_body(message):
-                seen.add(repr(message.to_dict()))
-    return len(seen)
-
-
-async def turn_inputs(app: App, session_id: str) -> list[str]:
-    """The ids of the inputs that started turns, in order."""
-    events = await app.events(session_id)
-    return [e.data["input"]["id"] for e in events if e.type == "turn.started"]
+async def test_queue_runs_the_input_as_its_own_turn_after_the_running_one(
+    any_db_url: str,
+) -> None:
+    gate = Gate()
+    replies = [WORK, "Red is done.", lambda r: f"next: {r.last_text}"]
+    app, model = busy_app(any_db_url, replies, gate, on_busy="queue")
+    async with app:
+        session = await app.create_session("painter")
+        first = await app.send(session.id, text="Paint the door red")
+        await gate.wait_entered()
+        later = await app.send(session.id, text="then the fence")
+        assert later.status == "queued" and later.turn_id != first.turn_id
+        assert (await app.get_session(session.id)).status == "running"
+        gate.open()
+        assert (await app.wait(first.turn_id, timeout=20)).output == "Red is done."
+        turn = await app.wait(later.turn_id, timeout=20)
+        assert turn.status == "completed" and turn.output == "next: then the fence"
+        assert await turn_inputs(app, session.id) == [first.input_id, later.input_id]
+        assert not [e for e in await app.events(session.id) if e.type == "input.steered"]
+    assert all("then the fence" not in text for text in texts(model.requests[1]))
+    assert reads(model, "then the fence") == 1
 
 
 # -- steer ---------------------------------------------------------------------
@@ -337,13 +292,6 @@ async def test_merge_past_its_bound_starts_a_new_turn(db_url: str) -> None:
 
 
 # -- a question open, duplicates, bad values -------------------------------------
-
-ASK = {
-    "role": "assistant",
-    "content": [
-        {"type": "tool_use", "id": "ask_1", "name": "ask", "input": {"question": "Which?"}},
-    ],
-}
 
 
 async def test_with_a_question_open_every_policy_holds(db_url: str) -> None:

@@ -37,7 +37,7 @@ from turnkit.sessions._values import dumps
 from turnkit.sessions.db import schema as t
 from turnkit.sessions.db.store import Tx
 from turnkit.sessions.db.turns import fold_queued, queue_turn, request_cancel
-from turnkit.sessions.model.events import InputSteered
+from turnkit.sessions.model.events import InputReceived, InputSteered
 from turnkit.sessions.model.inputs import AgentInput
 from turnkit.sessions.model.status import TurnState
 
@@ -175,13 +175,40 @@ def steering_step(message: Message, input_ids: list[str]) -> dict[str, Any]:
 # -- receipts ------------------------------------------------------------------
 
 
-def receipt_of(tx: Tx, row: Any) -> tuple[str | None, str]:
+def receipt_of(tx: Tx, session_id: str, row: Any) -> tuple[str | None, str]:
     """The turn id and status an input's receipt gave (for a repeated key)."""
-    if row.held:
-        return None, "held"
+    if row.held:  # held now; maybe not when it came (a question was asked after it)
+        return _receipt_when_held(tx, session_id, row.id)
     if row.steering_of is not None:
         return row.steering_of, "steered"
     if row.turn_id is None:
         return None, "held"
     owner = tx.execute(sa.select(t.turns.c.input_id).where(t.turns.c.id == row.turn_id))
     return row.turn_id, ("queued" if owner.scalar() == row.id else "merged")
+
+
+def _receipt_when_held(tx: Tx, session_id: str, input_id: str) -> tuple[str | None, str]:
+    """The receipt of an input that is held now, from its ``input.received`` event
+    (whose turn id is the receipt's): held, or, if a question came after it,
+    queued (that turn was its own), steered (it had a fallback turn of its own
+    besides) or merged (it had no turn of its own)."""
+    found = tx.execute(
+        sa.select(t.events.c.turn_id, t.events.c.data).where(
+            t.events.c.session_id == session_id,
+            t.events.c.type == InputReceived.type,
+            t.events.c.data.contains(input_id, autoescape=True),
+        )
+    ).all()
+    turn_id = next(r.turn_id for r in found if json.loads(r.data)["input_id"] == input_id)
+    if turn_id is None:
+        return None, "held"
+    own_turns = set(
+        tx.execute(
+            sa.select(t.turns.c.id).where(
+                t.turns.c.session_id == session_id, t.turns.c.input_id == input_id
+            )
+        ).scalars()
+    )
+    if turn_id in own_turns:
+        return turn_id, "queued"
+    return turn_id, ("steered" if own_turns else "merged")

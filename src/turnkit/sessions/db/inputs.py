@@ -107,7 +107,7 @@ def accept(tx: Tx, session_id: str, new: NewInput) -> Receipt:
             )
         ).first()
         if first is not None:
-            turn_id, status = busy.receipt_of(tx, first)
+            turn_id, status = busy.receipt_of(tx, session_id, first)
             return Receipt(first.id, turn_id, status, duplicate=True)  # type: ignore[arg-type]
     if session.ended:
         raise SessionEndedError(session_id)
