@@ -103,7 +103,7 @@ class LinearInputPayload:
     @classmethod
     def from_payload(cls, payload: Any) -> LinearInputPayload:
         """Read it back from an input's payload."""
-        from turnkit.messages._json import thaw
+        from turnkit.messages import thaw
 
         data = thaw(payload)
         return cls(

@@ -25,8 +25,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from turnkit.messages import Message, ToolResultBlock, ToolUseBlock
-from turnkit.messages._json import thaw
+from turnkit.messages import Message, ToolResultBlock, ToolUseBlock, thaw
 from turnkit.sessions._values import dumps, now
 from turnkit.sessions.db import schema as t
 from turnkit.sessions.db.store import Store, TurnEnded, Tx

@@ -15,8 +15,7 @@ import time
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
-from turnkit.messages import TextBlock, ThinkingBlock, ToolUseBlock
-from turnkit.messages._json import thaw
+from turnkit.messages import TextBlock, ThinkingBlock, ToolUseBlock, thaw
 from turnkit.providers.base import ModelEvent, ModelRequest
 from turnkit.testing.scripted import Reply, ScriptedModel
 

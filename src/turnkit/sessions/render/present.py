@@ -14,8 +14,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from turnkit.messages import Message, TextBlock, ToolResultBlock, validate_blocks
-from turnkit.messages._json import thaw
+from turnkit.messages import Message, TextBlock, ToolResultBlock, thaw, validate_blocks
 from turnkit.sessions.model.inputs import AgentInput, EventInfo, HeldInput
 
 __all__ = ["data_block", "describe_event", "input_message", "steered_message", "steering_text"]

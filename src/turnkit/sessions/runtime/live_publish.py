@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Awaitable
 from typing import Any
 
-from turnkit.messages._json import thaw
+from turnkit.messages import thaw
 from turnkit.providers.base import ModelEvent
 from turnkit.sessions.model.live import LiveEvent
 from turnkit.sessions.runtime.live import LiveHub

@@ -29,8 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from turnkit.agent.loop import AgentLoop, RunState
 from turnkit.errors import InvalidInputError
-from turnkit.messages import Message, ToolResultBlock, ToolUseBlock, validate_blocks
-from turnkit.messages._json import thaw
+from turnkit.messages import Message, ToolResultBlock, ToolUseBlock, thaw, validate_blocks
 from turnkit.sessions._values import dumps
 from turnkit.sessions.db.executors import LeaseLost
 from turnkit.sessions.db.steps import Claim, Ending, Journal, PendingWrites, tool_step_key
