@@ -101,6 +101,49 @@ async def test_a_tool_reraising_its_own_cancelled_error_is_a_failed_call(db_url:
         await next_turn_completes(app, session.id)
 
 
+@pytest.mark.parametrize("where", ["sync tool", "async tool", "render"])
+@pytest.mark.parametrize("escape", [SystemExit, KeyboardInterrupt])
+async def test_a_system_exit_inside_a_turn_fails_that_turn_and_stops_no_session(
+    db_url: str, where: str, escape: type[BaseException]
+) -> None:
+    """sys.exit() in a tool or a render once stopped the loop every session ran on."""
+    app = App(db_url)
+    renders = []
+
+    @turnkit.tool
+    def quit_sync(reason: str) -> str:
+        """Quit."""
+        raise escape(reason)
+
+    @turnkit.tool
+    async def quit_async(reason: str) -> str:
+        """Quit."""
+        raise escape(reason)
+
+    tool = {"sync tool": "quit_sync", "async tool": "quit_async"}.get(where)
+    first = [call(tool, {"reason": "bye"})] if tool else []
+    model = ScriptedModel([*first, "never read", "ok", "ok"])
+
+    @app.agent("bot", model=model, tools=[quit_sync, quit_async])
+    def bot() -> str:
+        renders.append(1)
+        if where == "render" and len(renders) == 1:
+            raise escape("bye")
+        return ""
+
+    @app.agent("other", model=replies())
+    def other() -> str:
+        return ""
+
+    async with app:
+        session = await app.create_session("bot")
+        turn = await app.wait((await app.send(session.id, text="go")).turn_id, timeout=15)
+        assert turn.status == "failed" and turn.reason == "internal_error", turn
+        assert escape.__name__ in turn.error
+        await next_turn_completes(app, session.id)
+        await next_turn_completes(app, (await app.create_session("other")).id)
+
+
 async def test_session_data_nested_too_deep_fails_the_turn_not_the_session(db_url: str) -> None:
     app = App(db_url)
     rounds = []
