@@ -201,6 +201,37 @@ async def test_values_a_database_refuses_never_leave_a_turn_running(any_db_url: 
         await next_turn_completes(app, session.id)
 
 
+async def test_a_subagent_call_id_no_column_could_hold_still_reaches_the_child(
+    any_db_url: str,
+) -> None:
+    """The child session's key holds the call id: once a raw DataError on Postgres."""
+    app = App(any_db_url)
+    ids = ["c" * 600, "a\x00b"]
+    model = ScriptedModel(
+        [call("kid", {"task": "go"}, ids[0]), "one", call("kid", {"task": "go"}, ids[1]), "two"]
+    )
+
+    @app.agent("parent", model=model, tools=[turnkit.subagent("kid", "Hand it down.")])
+    def parent() -> str:
+        return ""
+
+    @app.agent("kid", model=replies("the kid's answer"))
+    def kid() -> str:
+        return ""
+
+    async with app:
+        session = await app.create_session("parent")
+        for text, output in (("a", "one"), ("b", "two")):
+            turn = await app.wait((await app.send(session.id, text=text)).turn_id, timeout=15)
+            assert turn.status == "completed" and turn.output == output, turn.error
+        children = [s for s in await app.list_sessions() if s.agent == "kid"]
+        assert len(children) == 2 and {c.parent_id for c in children} == {session.id}
+    for request, call_id in zip(model.requests[1::2], ids, strict=True):
+        (result,) = request.messages[-1].content
+        assert result.tool_use_id == call_id and not result.is_error
+        assert "the kid's answer" in str(result.content)
+
+
 async def test_an_end_the_database_refuses_is_written_again_bare(
     db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
