@@ -304,11 +304,66 @@ async def test_sessions_subscribed_to_each_other_stop_at_max_hops(db_url: str) -
         refused = await wait_for_event(app, [a.id, b.id], "input.refused")
         assert refused.data["source"] == "event" and refused.data["reason"] == "max_hops"
         assert refused.data["hops"] == 4 and refused.data["limit"] == 3
-        await asyncio.sleep(0.3)  # nothing more comes
+        for session in (a, b):  # nothing more comes: nothing is queued or running
+            assert (await app.get_session(session.id)).status == "idle"
         ended = [e for s in (a.id, b.id) for e in await events_of(app, s, "turn.completed")]
         assert len(ended) == 4  # the user's input, then 3 hops
         hops = sorted([(await app.get_turn(e.turn_id)).input.hops for e in ended])
         assert hops == [0, 1, 2, 3]
+
+
+async def count_events(app: App, session_ids: list[str], kind: str, count: int) -> None:
+    """Return once the sessions together have ``count`` events of ``kind`` (30 s at most)."""
+    seen = asyncio.Condition()
+    found = [0]
+
+    async def watch(session_id: str) -> None:
+        async for event in app.follow(session_id):
+            if event.type == kind:
+                async with seen:
+                    found[0] += 1
+                    seen.notify_all()
+
+    tasks = [asyncio.create_task(watch(s)) for s in session_ids]
+    try:
+        async with asyncio.timeout(30), seen:
+            await seen.wait_for(lambda: found[0] >= count)
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
+async def test_sessions_of_one_agent_each_watching_that_agent_stop_at_max_hops(
+    db_url: str,
+) -> None:
+    """Each outcome reaches the two other sessions: 2**hops turns a hop, until max_hops."""
+    app = App(db_url, max_hops=2)
+
+    @app.agent("echo", model=replies("heard", count=20))
+    def echo() -> str:
+        return ""
+
+    async with app:
+        sessions = [await app.create_session("echo") for _ in range(3)]
+        ids = [s.id for s in sessions]
+        for session in sessions:
+            await app.subscribe(session.id, to_agent="echo")
+        await app.send(ids[0], text="start")
+        # the user's turn (hops 0), 2 at hops 1, 4 at hops 2: each of those 4 is refused
+        await count_events(app, ids, "input.refused", 4)
+        for session_id in ids:
+            assert (await app.get_session(session_id)).status == "idle"
+        ended = [e for s in ids for e in await events_of(app, s, "turn.completed")]
+        hops = sorted([(await app.get_turn(e.turn_id)).input.hops for e in ended])
+        assert hops == [0, 1, 1, 2, 2, 2, 2]
+        refusals = [e for s in ids for e in await events_of(app, s, "input.refused")]
+        assert all(e.data["hops"] == 3 and len(e.data["to_sessions"]) == 2 for e in refusals)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, "8", True, None])
+def test_max_hops_must_be_a_positive_int(db_url: str, bad: object) -> None:
+    with pytest.raises(ValueError, match=r"App: max_hops must be an int >= 1, got"):
+        App(db_url, max_hops=bad)  # type: ignore[arg-type]
 
 
 async def test_an_agent_that_is_its_own_subagent_nests_only_to_max_hops(db_url: str) -> None:
