@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -498,6 +499,58 @@ async def test_a_commit_wakes_only_the_followers_of_its_session(
             task.cancel()
         await asyncio.gather(*followers, return_exceptions=True)
         assert woken == 0, f"idle followers read {woken} times during 10 turns elsewhere"
+
+
+async def test_another_processes_commits_wake_only_the_followers_of_their_session(
+    any_db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Turns run by a worker process: this process's idle followers of other sessions
+    are not woken by them (the watcher reads which sessions have new events)."""
+    from sessions.scale_procs import Proc
+    from turnkit.sessions.runtime import runtime as runtime_module
+
+    monkeypatch.setattr(runtime_module, "FOLLOW_RECHECK_S", 120.0)  # no timed re-reads
+    worker = Proc("worker", any_db_url, tmp_path, SCALE_DELAY="0")
+    try:
+        app = App(any_db_url, workers=False, fire_schedules=False)
+        app.agent("echo", model=replies())(lambda: "Echo.")
+        async with app:
+            idle = [await app.create_session("echo") for _ in range(20)]
+            busy = await app.create_session("echo")
+            reads: dict[str, int] = {}
+            read = threading.Condition()
+            events = app.runtime.store.events
+
+            def counting(session_id: str, after: int, limit: int):
+                with read:
+                    reads[session_id] = reads.get(session_id, 0) + 1
+                    read.notify_all()
+                return events(session_id, after, limit)
+
+            app.runtime.store.events = counting  # type: ignore[method-assign]
+
+            async def follow(session_id: str) -> None:
+                async for _ in app.follow(session_id):
+                    pass
+
+            def each_read_once() -> bool:
+                with read:
+                    return read.wait_for(lambda: all(s.id in reads for s in idle), 20)
+
+            followers = [asyncio.create_task(follow(s.id)) for s in idle]
+            assert await asyncio.to_thread(each_read_once)
+            before = sum(reads[s.id] for s in idle)
+            for n in range(5):
+                receipt = await app.send(busy.id, text=str(n))
+                turn = await app.wait(receipt.turn_id, timeout=20)  # woken by the worker's end
+                assert turn.status == "completed" and turn.output == f"echo:{n}"
+            woken = sum(reads[s.id] for s in idle) - before
+            for task in followers:
+                task.cancel()
+            await asyncio.gather(*followers, return_exceptions=True)
+    finally:
+        worker.stop()
+    assert woken == 0, f"idle followers read {woken} times during 5 turns in another process"
 
 
 # -- 5. data presented to the model -------------------------------------------
