@@ -299,6 +299,29 @@ async def test_a_transient_ok_false_is_retried_and_a_permanent_one_is_recorded(
         assert failed.data["provider"] == "slack" and failed.turn_id is not None
 
 
+async def test_an_error_text_the_database_would_refuse_is_recorded_storable_and_bounded(
+    any_db_url: str,
+) -> None:
+    """Slack's error text goes into the outbox row and the event: a U+0000 (which
+    Postgres refuses) or megabytes of it once left the row leased, posted again
+    each time its lease lapsed."""
+    with FakeSlack() as fake:
+        fake.refuse("bad\x00" + "x" * 100_000)
+        app, _ = slack_app(any_db_url, fake, ["lost", "next"])
+        async with app:
+            answer = await deliver(app, slack_event(mention(f"<@{BOT}> a", "1700000000.000100")))
+            session_id = answer.body["session_id"]
+            failed = await next_event(app, session_id, "channel.delivery_failed")
+            again = mention(f"<@{BOT}> b", "1700000001.000100", thread_ts="1700000000.000100")
+            await deliver(app, slack_event(again))
+            (post,) = await asyncio.to_thread(fake.wait_for_posts, 1)
+    error = failed.data["error"]
+    assert error.startswith("chat.postMessage: bad\ufffdxxx")
+    assert len(error.encode()) <= 4 * 1024
+    assert (post.thread_ts, post.text) == ("1700000000.000100", "next")
+    assert count_rows(any_db_url, "turnkit_channel_outbox") == 2
+
+
 async def test_a_malformed_event_is_400_naming_the_field(db_url: str) -> None:
     with FakeSlack() as fake:
         app, _ = slack_app(db_url, fake, [])

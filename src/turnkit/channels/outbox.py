@@ -26,9 +26,10 @@ from typing import Any
 import sqlalchemy as sa
 
 from turnkit.messages import Message, ToolResultBlock, ToolUseBlock, thaw
-from turnkit.sessions._values import dumps, now
+from turnkit.sessions._values import cut_utf8, dumps, now, storable
 from turnkit.sessions.db import schema as t
 from turnkit.sessions.db.store import Store, TurnEnded, Tx
+from turnkit.sessions.db.turns import MAX_ERROR_BYTES
 from turnkit.sessions.model.events import ChannelDeliveryFailed
 
 __all__ = [
@@ -354,6 +355,7 @@ def release(store: Store, owner: str) -> None:
 def retry_later(store: Store, item: OutboxItem, delay_s: float, error: str) -> None:
     """A failure that retrying can fix: this conversation tries again after ``delay_s``
     seconds (its later rows wait behind this one; other conversations do not)."""
+    error = _storable_error(error)
     with store.write() as tx:
         tx.execute(
             _still_held(item).values(
@@ -368,6 +370,7 @@ def retry_later(store: Store, item: OutboxItem, delay_s: float, error: str) -> N
 
 def record_failure(store: Store, item: OutboxItem, error: str) -> None:
     """Give the row up, with a ``channel.delivery_failed`` event in the session's log."""
+    error = _storable_error(error)
     with store.write() as tx:
         given_up = tx.execute(
             _still_held(item).values(
@@ -385,3 +388,11 @@ def record_failure(store: Store, item: OutboxItem, error: str) -> None:
         ).scalar()  # posts made before it failed, this attempt's included
         failed = ChannelDeliveryFailed(item.provider, item.kind, error, item.attempts + 1, done)
         tx.emit(item.session_id, failed, item.turn_id)
+
+
+def _storable_error(error: str) -> str:
+    """A channel's error text as the row and the event can hold it: the channel's
+    API wrote it (a U+0000, which Postgres refuses, or megabytes of it), so it is
+    made storable and cut to :data:`MAX_ERROR_BYTES`, or the row could never be
+    given up or retried and would be posted again each time its lease lapsed."""
+    return cut_utf8(storable(error) or "", MAX_ERROR_BYTES)[0]

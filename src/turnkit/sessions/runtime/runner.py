@@ -428,9 +428,11 @@ class TurnWorker:
                 return await asyncio.to_thread(self.journal.finish, claim, ending)
             return await TurnExecution(self, claim, agent).run()
         except BaseException as err:
-            if isinstance(err, (KeyboardInterrupt, SystemExit)) or (
-                isinstance(err, asyncio.CancelledError) and _stopping()
-            ):
+            # Only a cancel of this task means the process is stopping. A SystemExit
+            # or KeyboardInterrupt raised in here is a tool's or a render's (signals
+            # reach the main thread, not this loop): let through, it would stop the
+            # loop every session of this process runs on.
+            if isinstance(err, asyncio.CancelledError) and _stopping():
                 raise  # the process is stopping: the turn resumes at the next start
             if isinstance(err, LeaseLost):
                 raise  # another process runs the turn now: write nothing more

@@ -249,7 +249,7 @@ class Runtime:
     ) -> str:
         """A subagent tool call: the child session and its turn, keyed by the call."""
         from turnkit.sessions.model import checks as check
-        from turnkit.sessions.sources.subagents import child_result, started
+        from turnkit.sessions.sources.subagents import child_key, child_result, started
         from turnkit.sessions.sources.subscriptions import subscribe
 
         self.definitions.agent_named(agent)
@@ -261,7 +261,7 @@ class Runtime:
         new = NewInput(
             "subagent", text, payload_json, {}, idempotency_key="subagent-task", hops=hops
         )
-        key = f"subagent:{scope.turn_id}:{scope.call_id}"
+        key = child_key(scope.turn_id, scope.call_id)
         child, _ = await asyncio.to_thread(self.open_session, agent, key, {}, scope.session_id)
         if not wait:  # before the task is sent: no outcome can come before it
             await asyncio.to_thread(subscribe, self.store, scope.session_id, child.id, None)

@@ -18,6 +18,7 @@ that dies while the child runs gets the child's result after its restart.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Awaitable, Callable
@@ -28,9 +29,10 @@ from typing import Any
 from turnkit.sessions._values import cut_utf8
 from turnkit.tools import Tool
 
-__all__ = ["MAX_RESULT_BYTES", "ToolCallScope", "current_call", "subagent"]
+__all__ = ["MAX_RESULT_BYTES", "ToolCallScope", "child_key", "current_call", "subagent"]
 
 MAX_RESULT_BYTES = 16 * 1024
+_MAX_KEY_CHARS = 500  # a session key's column (checks.MAX_KEY_CHARS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +81,16 @@ def subagent(agent: str, description: str, wait: bool = True, *, name: str | Non
         return await scope.delegate(scope, agent, task, payload, wait)
 
     return Tool(tool_name, description, _SCHEMA, delegate, idempotent=True, timeout_s=None)
+
+
+def child_key(turn_id: str, call_id: str) -> str:
+    """The child session's key: ``subagent:<turn id>:<call id>``, or with a digest of
+    a call id its column cannot hold (the model chose it: any length, U+0000)."""
+    key = f"subagent:{turn_id}:{call_id}"
+    if len(key) <= _MAX_KEY_CHARS and "\x00" not in call_id:
+        return key
+    digest = hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"subagent:{turn_id}#{digest}"
 
 
 def child_result(turn: Any) -> str:
