@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import turnkit
 from sessions.test_sessions_crash import Child
 from turnkit import Compaction, Message, default_convert_to_llm
 from turnkit.agent.compaction import DEFAULT_INSTRUCTIONS, conversation_view
+from turnkit.providers.base import Usage
 from turnkit.sessions import App
 from turnkit.testing import ScriptedModel
 
@@ -205,6 +207,78 @@ async def test_a_failed_summary_over_the_window_fails_the_turn_with_nothing_half
 
 def _broken(request: object) -> str:
     raise RuntimeError("the summariser is down")
+
+
+# -- the provider's count, across turns ----------------------------------------------------
+
+
+class BilledModel(ScriptedModel):
+    """A scripted model whose provider counts each request as ``input_tokens``
+    (a real tokenizer can count far more than characters / 4)."""
+
+    def __init__(self, replies: list[Any], input_tokens: int) -> None:
+        super().__init__(replies)
+        self.input_tokens = input_tokens
+
+    async def request(self, request: Any) -> Any:
+        response = await super().request(request)
+        usage = Usage(self.input_tokens, response.usage.output_tokens)
+        return dataclasses.replace(response, usage=usage)
+
+
+def billed(db_url: str, model: ScriptedModel, summariser: ScriptedModel) -> App:
+    app = App(db_url, fire_schedules=False)
+    compaction = Compaction(max_tokens=100, keep_last=2, model=summariser)
+    app.agent("talker", model=model, compaction=compaction)(lambda: "Talk.")
+    return app
+
+
+async def test_a_turn_estimates_from_the_count_reported_for_the_last_reply(
+    any_db_url: str,
+) -> None:
+    summariser = ScriptedModel(["They asked about x."])
+    model = BilledModel([f"{LINE} a0", f"{LINE} a1"], input_tokens=500)
+    app = billed(any_db_url, model, summariser)
+    async with app:
+        session = await app.create_session("talker")
+        turns = await run_turns(app, session.id, 2)
+        history = await app.history(session.id)
+    assert [t.status for t in turns] == ["completed"] * 2
+    # By characters / 4 the second turn is 33 tokens; the provider counted 500 for
+    # the first reply's request: 500 + 22 for that reply and the new input (86 / 4).
+    (summary,) = [m for m in history if m.type == "compaction"]
+    assert summary.metadata["tokens_before"] == 500 + 22 and summary.metadata["replaced"] == 1
+    assert [m.text for m in history] == [
+        f"{LINE} q0",
+        "They asked about x.",
+        f"{LINE} a0",
+        f"{LINE} q1",
+        f"{LINE} a1",
+    ]
+    (request,) = summariser.requests
+    assert f"User: {LINE} q0" in request.messages[0].text and "a0" not in request.messages[0].text
+
+
+async def test_a_count_taken_before_a_later_compaction_is_not_used(db_url: str) -> None:
+    def down(request: object) -> str:
+        raise RuntimeError("the provider is down")
+
+    summariser = ScriptedModel(["They asked about x.", "Again."])
+    model = BilledModel([f"{LINE} a0", down, f"{LINE} a2"], input_tokens=500)
+    app = billed(db_url, model, summariser)
+    async with app:
+        session = await app.create_session("talker")
+        turns = await run_turns(app, session.id, 3)
+        history = await app.history(session.id)
+    # The second turn compacted, then its model call failed: the summary stays.
+    assert [t.status for t in turns] == ["completed", "failed", "completed"]
+    # The third turn's latest reply (a0) was counted before that summary replaced
+    # q0: its 500 tokens no longer apply, and characters / 4 is under max_tokens.
+    assert len(summariser.requests) == 1
+    assert [m.type for m in history].count("compaction") == 1
+    assert list(model.requests[-1].messages) == default_convert_to_llm(
+        conversation_view(history[:-1])
+    )
 
 
 # -- across a crash ----------------------------------------------------------------------

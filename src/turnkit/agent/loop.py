@@ -22,7 +22,7 @@ from turnkit.agent.approvals import (
     needs_approval,
     pending_calls,
 )
-from turnkit.agent.compaction import Compaction, summariser_for
+from turnkit.agent.compaction import Compaction, TokenReport, summariser_for
 from turnkit.agent.output import (
     OUTPUT_TOOL,
     OutputProgress,
@@ -97,6 +97,11 @@ class RunState:
         self.approvals: tuple[ApprovalRequest, ...] = ()  # the calls this run holds
         self.replaced: Message | None = None  # the input's partial answer the run completes
         self.answering: Message | None = None  # that answer, while its calls run
+
+    def compact_from(self, report: TokenReport | None) -> None:
+        """Compact this run (its agent has a compaction), its first estimate
+        starting from ``report``: the provider's count for the input's latest reply."""
+        self.compacting = RunCompaction(report)
 
     def fail(
         self, error: str, stop_reason: str = "error", exception: Exception | None = None
