@@ -291,7 +291,7 @@ class AgentLoop:
         if message.role != "assistant":
             state.fail(f"the model replied with a {message.role} message, not an assistant one")
             return None
-        if reused := _reused_call_ids(message, (*state.input, *state.added)):
+        if reused := _reused_call_ids(message, state.input, state.added):
             state.fail(f"the model reused tool_use id {reused!r} from earlier in the conversation")
             return None
         message = stamped(message, invocation_id=state.invocation_id)  # an id we made
@@ -397,15 +397,21 @@ class AgentLoop:
         return False
 
 
-def _reused_call_ids(message: Message, earlier: Sequence[Message]) -> str | None:
+def _reused_call_ids(message: Message, *earlier: Sequence[Message]) -> str | None:
+    """A tool_use id of ``message`` that a message of ``earlier`` already used.
+
+    The sequences are walked as they are: a reply without calls (most of
+    them) costs nothing however long the conversation is.
+    """
     ids = {b.id for b in message.content if type(b) is ToolUseBlock}
     if not ids:
         return None
-    for old in earlier:
-        if old.role == "assistant":
-            for block in old.content:
-                if type(block) is ToolUseBlock and block.id in ids:
-                    return block.id
+    for messages in earlier:
+        for old in messages:
+            if old.role == "assistant":
+                for block in old.content:
+                    if type(block) is ToolUseBlock and block.id in ids:
+                        return block.id
     return None
 
 
