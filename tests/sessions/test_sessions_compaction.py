@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -10,10 +9,10 @@ from typing import Any
 import pytest
 
 import turnkit
+from sessions.compaction_crash_app import BilledModel
 from sessions.test_sessions_crash import Child
 from turnkit import Compaction, Message, default_convert_to_llm
 from turnkit.agent.compaction import DEFAULT_INSTRUCTIONS, conversation_view
-from turnkit.providers.base import Usage
 from turnkit.sessions import App
 from turnkit.testing import ScriptedModel
 
@@ -212,20 +211,6 @@ def _broken(request: object) -> str:
 # -- the provider's count, across turns ----------------------------------------------------
 
 
-class BilledModel(ScriptedModel):
-    """A scripted model whose provider counts each request as ``input_tokens``
-    (a real tokenizer can count far more than characters / 4)."""
-
-    def __init__(self, replies: list[Any], input_tokens: int) -> None:
-        super().__init__(replies)
-        self.input_tokens = input_tokens
-
-    async def request(self, request: Any) -> Any:
-        response = await super().request(request)
-        usage = Usage(self.input_tokens, response.usage.output_tokens)
-        return dataclasses.replace(response, usage=usage)
-
-
 def billed(db_url: str, model: ScriptedModel, summariser: ScriptedModel) -> App:
     app = App(db_url, fire_schedules=False)
     compaction = Compaction(max_tokens=100, keep_last=2, model=summariser)
@@ -310,6 +295,34 @@ async def test_a_compaction_made_before_a_kill_is_not_made_again(tmp_path: Path)
     assert [e.type for e in events].count("history.compacted") == 1
     assert [e.type for e in events if e.turn_id == turn_id].count("turn.started") == 1
     (request,) = model.requests  # the replayed turn's model call got the summary
+    assert list(request.messages) == default_convert_to_llm(conversation_view(history[:-1]))
+
+
+async def test_a_compaction_the_reported_count_called_for_is_replayed_after_a_kill(
+    tmp_path: Path,
+) -> None:
+    from sessions.compaction_crash_app import build
+
+    db = tmp_path / "crash.db"
+    child = Child(db, "billed", script=CRASH_APP)
+    lines = {child.line(), child.line()}
+    child.kill()
+    assert "model blocked" in lines
+    (turn_id,) = json.loads(next(line for line in lines if line.startswith("[")))
+    assert db.with_suffix(".marker").read_text() == "summarised\n"
+
+    summariser = ScriptedModel([])  # a second summary would fail the test: none is left
+    model = ScriptedModel(["after the restart"])
+    app = build(str(db), model, summariser, "billed", executor_id="child")
+    async with app:
+        turn = await app.wait(turn_id, timeout=30)
+        history = await app.history(turn.session_id)
+    # The replay read the first reply's count from its step, as the first run had
+    # it, so it compacted again from the recorded summary instead of going on whole.
+    assert turn.status == "completed" and summariser.requests == []
+    (summary,) = [m for m in history if m.type == "compaction"]
+    assert history.index(summary) == 1 and summary.metadata["tokens_before"] == 522
+    (request,) = model.requests
     assert list(request.messages) == default_convert_to_llm(conversation_view(history[:-1]))
 
 
