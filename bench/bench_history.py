@@ -217,8 +217,9 @@ async def measure(sizes: list[int], repeat: int) -> dict[str, list[float]]:
     results: dict[str, list[float]] = {name: [] for name in cases}
     for size in sizes:
         for name, case in cases.items():
-            # fewer repeats for long histories: each repeat is 20 turns of N messages
-            runs = max(3, repeat * sizes[0] // size)
+            # fewer repeats for long histories (each repeat is 20 turns of N messages),
+            # but never under 9: a median of 3 is one noisy run on a shared machine
+            runs = max(9, repeat * sizes[0] // size)
             results[name].append(await per_turn_us(case, size, runs))
     return results
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 import turnkit
+from sessions.compaction_crash_app import BilledModel
 from sessions.test_sessions_crash import Child
 from turnkit import Compaction, Message, default_convert_to_llm
 from turnkit.agent.compaction import DEFAULT_INSTRUCTIONS, conversation_view
@@ -207,6 +208,64 @@ def _broken(request: object) -> str:
     raise RuntimeError("the summariser is down")
 
 
+# -- the provider's count, across turns ----------------------------------------------------
+
+
+def billed(db_url: str, model: ScriptedModel, summariser: ScriptedModel) -> App:
+    app = App(db_url, fire_schedules=False)
+    compaction = Compaction(max_tokens=100, keep_last=2, model=summariser)
+    app.agent("talker", model=model, compaction=compaction)(lambda: "Talk.")
+    return app
+
+
+async def test_a_turn_estimates_from_the_count_reported_for_the_last_reply(
+    any_db_url: str,
+) -> None:
+    summariser = ScriptedModel(["They asked about x."])
+    model = BilledModel([f"{LINE} a0", f"{LINE} a1"], input_tokens=500)
+    app = billed(any_db_url, model, summariser)
+    async with app:
+        session = await app.create_session("talker")
+        turns = await run_turns(app, session.id, 2)
+        history = await app.history(session.id)
+    assert [t.status for t in turns] == ["completed"] * 2
+    # By characters / 4 the second turn is 33 tokens; the provider counted 500 for
+    # the first reply's request: 500 + 22 for that reply and the new input (86 / 4).
+    (summary,) = [m for m in history if m.type == "compaction"]
+    assert summary.metadata["tokens_before"] == 500 + 22 and summary.metadata["replaced"] == 1
+    assert [m.text for m in history] == [
+        f"{LINE} q0",
+        "They asked about x.",
+        f"{LINE} a0",
+        f"{LINE} q1",
+        f"{LINE} a1",
+    ]
+    (request,) = summariser.requests
+    assert f"User: {LINE} q0" in request.messages[0].text and "a0" not in request.messages[0].text
+
+
+async def test_a_count_taken_before_a_later_compaction_is_not_used(db_url: str) -> None:
+    def down(request: object) -> str:
+        raise RuntimeError("the provider is down")
+
+    summariser = ScriptedModel(["They asked about x.", "Again."])
+    model = BilledModel([f"{LINE} a0", down, f"{LINE} a2"], input_tokens=500)
+    app = billed(db_url, model, summariser)
+    async with app:
+        session = await app.create_session("talker")
+        turns = await run_turns(app, session.id, 3)
+        history = await app.history(session.id)
+    # The second turn compacted, then its model call failed: the summary stays.
+    assert [t.status for t in turns] == ["completed", "failed", "completed"]
+    # The third turn's latest reply (a0) was counted before that summary replaced
+    # q0: its 500 tokens no longer apply, and characters / 4 is under max_tokens.
+    assert len(summariser.requests) == 1
+    assert [m.type for m in history].count("compaction") == 1
+    assert list(model.requests[-1].messages) == default_convert_to_llm(
+        conversation_view(history[:-1])
+    )
+
+
 # -- across a crash ----------------------------------------------------------------------
 
 
@@ -236,6 +295,34 @@ async def test_a_compaction_made_before_a_kill_is_not_made_again(tmp_path: Path)
     assert [e.type for e in events].count("history.compacted") == 1
     assert [e.type for e in events if e.turn_id == turn_id].count("turn.started") == 1
     (request,) = model.requests  # the replayed turn's model call got the summary
+    assert list(request.messages) == default_convert_to_llm(conversation_view(history[:-1]))
+
+
+async def test_a_compaction_the_reported_count_called_for_is_replayed_after_a_kill(
+    tmp_path: Path,
+) -> None:
+    from sessions.compaction_crash_app import build
+
+    db = tmp_path / "crash.db"
+    child = Child(db, "billed", script=CRASH_APP)
+    lines = {child.line(), child.line()}
+    child.kill()
+    assert "model blocked" in lines
+    (turn_id,) = json.loads(next(line for line in lines if line.startswith("[")))
+    assert db.with_suffix(".marker").read_text() == "summarised\n"
+
+    summariser = ScriptedModel([])  # a second summary would fail the test: none is left
+    model = ScriptedModel(["after the restart"])
+    app = build(str(db), model, summariser, "billed", executor_id="child")
+    async with app:
+        turn = await app.wait(turn_id, timeout=30)
+        history = await app.history(turn.session_id)
+    # The replay read the first reply's count from its step, as the first run had
+    # it, so it compacted again from the recorded summary instead of going on whole.
+    assert turn.status == "completed" and summariser.requests == []
+    (summary,) = [m for m in history if m.type == "compaction"]
+    assert history.index(summary) == 1 and summary.metadata["tokens_before"] == 522
+    (request,) = model.requests
     assert list(request.messages) == default_convert_to_llm(conversation_view(history[:-1]))
 
 

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from turnkit._sync import run_sync
-from turnkit.agent._compacting import RunCompaction, with_compactions
+from turnkit.agent._compacting import with_compactions
 from turnkit.agent._inputs import (
     approvals_input,
     history_input,
@@ -314,7 +314,7 @@ class Agent:
 
         given = state.input
         if self._config.compaction is not None:
-            state.compacting = RunCompaction(self._report)
+            state.compact_from(self._report)
         try:
             result = await self._complete(state, session=True)
         except asyncio.CancelledError:

@@ -22,7 +22,7 @@ from turnkit.agent.approvals import (
     needs_approval,
     pending_calls,
 )
-from turnkit.agent.compaction import Compaction, summariser_for
+from turnkit.agent.compaction import Compaction, TokenReport, summariser_for
 from turnkit.agent.output import (
     OUTPUT_TOOL,
     OutputProgress,
@@ -97,6 +97,11 @@ class RunState:
         self.approvals: tuple[ApprovalRequest, ...] = ()  # the calls this run holds
         self.replaced: Message | None = None  # the input's partial answer the run completes
         self.answering: Message | None = None  # that answer, while its calls run
+
+    def compact_from(self, report: TokenReport | None) -> None:
+        """Compact this run (its agent has a compaction), its first estimate
+        starting from ``report``: the provider's count for the input's latest reply."""
+        self.compacting = RunCompaction(report)
 
     def fail(
         self, error: str, stop_reason: str = "error", exception: Exception | None = None
@@ -286,7 +291,7 @@ class AgentLoop:
         if message.role != "assistant":
             state.fail(f"the model replied with a {message.role} message, not an assistant one")
             return None
-        if reused := _reused_call_ids(message, (*state.input, *state.added)):
+        if reused := _reused_call_ids(message, state.input, state.added):
             state.fail(f"the model reused tool_use id {reused!r} from earlier in the conversation")
             return None
         message = stamped(message, invocation_id=state.invocation_id)  # an id we made
@@ -392,15 +397,21 @@ class AgentLoop:
         return False
 
 
-def _reused_call_ids(message: Message, earlier: Sequence[Message]) -> str | None:
+def _reused_call_ids(message: Message, *earlier: Sequence[Message]) -> str | None:
+    """A tool_use id of ``message`` that a message of ``earlier`` already used.
+
+    The sequences are walked as they are: a reply without calls (most of
+    them) costs nothing however long the conversation is.
+    """
     ids = {b.id for b in message.content if type(b) is ToolUseBlock}
     if not ids:
         return None
-    for old in earlier:
-        if old.role == "assistant":
-            for block in old.content:
-                if type(block) is ToolUseBlock and block.id in ids:
-                    return block.id
+    for messages in earlier:
+        for old in messages:
+            if old.role == "assistant":
+                for block in old.content:
+                    if type(block) is ToolUseBlock and block.id in ids:
+                        return block.id
     return None
 
 

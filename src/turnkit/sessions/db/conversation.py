@@ -54,11 +54,17 @@ class Stored:
 
 @dataclass(frozen=True, slots=True)
 class Conversation:
-    """A session's stored messages in order, and the highest position read."""
+    """A session's stored messages in order, and the highest position read.
+
+    ``summaries`` are the compaction messages turns wrote, in the order they
+    were written (by position), so that a reader can tell whether one was
+    written after a given message without a walk of the whole conversation.
+    """
 
     last: int
     entries: tuple[Stored, ...]
     messages: tuple[Message, ...]  # the entries' messages, kept to hand out without a walk
+    summaries: tuple[Stored, ...] = ()
 
 
 EMPTY = Conversation(0, (), ())
@@ -102,6 +108,11 @@ class Conversations:
                 self._cache.pop(next(iter(self._cache)))
         return current
 
+    def peek(self, session_id: str) -> Conversation | None:
+        """The conversation last read for the session, if this process keeps it."""
+        with self._lock:
+            return self._cache.get(session_id)
+
     def forget(self, session_id: str) -> None:
         with self._lock:
             self._cache.pop(session_id, None)
@@ -122,8 +133,10 @@ def _with(known: Conversation, rows: Any) -> Conversation:
     last = fresh[-1].position
     if all(s.before is None for s in fresh):  # the usual case: each goes last
         entries = known.entries + tuple(fresh)
-        return Conversation(last, entries, known.messages + tuple(s.message for s in fresh))
+        messages = known.messages + tuple(s.message for s in fresh)
+        return Conversation(last, entries, messages, known.summaries)
     placed = list(known.entries)
     for stored in fresh:
         bisect.insort(placed, stored, key=lambda s: s.order)
-    return Conversation(last, tuple(placed), tuple(s.message for s in placed))
+    summaries = known.summaries + tuple(s for s in fresh if s.before is not None)
+    return Conversation(last, tuple(placed), tuple(s.message for s in placed), summaries)

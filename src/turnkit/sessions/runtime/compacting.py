@@ -30,6 +30,7 @@ from turnkit.agent.compaction import Compaction
 from turnkit.messages import Message
 from turnkit.providers.base import Model, ModelRequest, ModelResponse, Usage
 from turnkit.sessions.db.steps import Claim, Journal, PendingWrites, compaction_key
+from turnkit.sessions.db.token_reports import latest_report
 from turnkit.sessions.runtime.durable import describe_error
 
 if TYPE_CHECKING:
@@ -125,9 +126,16 @@ class TurnCompaction:
             return None
         return cls(agent.compaction, agent.model, claim, journal, pending, asking)
 
-    def watch(self, state: RunState) -> None:
-        """Store what the loop compacts in ``state`` (the run of this turn)."""
+    async def watch(self, state: RunState) -> None:
+        """Store what the loop compacts in ``state`` (the run of this turn); its
+        first estimate starts from the provider's count for the session's
+        latest reply (db/token_reports.py), as a ``prompt()`` does."""
         self._state = state
+        claim, journal = self._claim, self._journal
+        report = await asyncio.to_thread(
+            latest_report, journal.store, journal.conversations, claim.session_id, claim.turn_id
+        )
+        state.compact_from(report)
 
     async def store_new(self) -> None:
         """Store the compactions made since the last call (each in one transaction)."""

@@ -148,7 +148,7 @@ class TurnExecution:
         if decisions is not None:  # the answer to the held calls is the turn's message 0
             state.decisions, self.index, self.first = decisions, -1, 0
         if self.compacting is not None:
-            self.compacting.watch(state)
+            await self.compacting.watch(state)
         try:
             async for event in agent_loop.run(self.model, state, streaming=True):
                 if event.type == "message":
