@@ -14,6 +14,7 @@ from turnkit import (
     Approval,
     ApprovalRequest,
     Message,
+    Tool,
     ToolResultBlock,
     ToolUseBlock,
     tool,
@@ -99,6 +100,20 @@ async def test_in_a_mixed_reply_the_calls_without_approval_run_and_the_others_wa
     assert reply.content == MIXED.content
     assert results(answer) == [ToolResultBlock("c1", "order 42: paid 50")]
     assert shop.lookups == ["42"] and shop.refunds == []
+
+
+async def test_a_tool_made_with_the_constructor_holds_its_calls_too() -> None:
+    ran: list[str] = []
+    schema = {"type": "object", "properties": {"order_id": {"type": "string"}}}
+    refund = Tool("refund", "Refund.", schema, lambda order_id: ran.append(order_id) or "ok")
+    assert refund.needs_approval is False  # the default
+    held = Tool("refund", "Refund.", schema, refund.fn, needs_approval=True)
+    model = ScriptedModel([calls(("c1", "refund", {"order_id": "1"})), "Refunded."])
+    agent = Agent(AgentConfig("clerk", model=model, tools=[held]))
+    first = await agent.prompt("Refund order 1")
+    assert first.stop_reason == "approval_required" and ran == []
+    second = await agent.continue_run(approvals={"c1": True})
+    assert second.output == "Refunded." and ran == ["1"]
 
 
 async def test_approval_requests_read_as_plain_data() -> None:
