@@ -339,6 +339,36 @@ async def test_a_second_decision_is_a_plain_input_and_runs_nothing_twice(any_db_
     assert len([e for e in events if e.type == "approval.decided"]) == 1
 
 
+async def test_a_stale_approve_never_approves_a_call_held_after_it(any_db_url: str) -> None:
+    later = reply(call("r2", "refund", order_id="43", amount=900.0))
+    app, model, refunds = refund_app(any_db_url, [REFUND, later, "Only 42 was refunded."])
+    async with app:
+        session_id, turn = await held_turn(app)
+        first = await app.approve(session_id, True)
+        # a double click, and an "approve" typed at the same time: both before r2 is held
+        clicked = await app.send(session_id, text="approve", answers=turn.question.id)
+        typed = await app.send(session_id, text="approve")
+        asked = await app.wait(first.turn_id, timeout=10)
+        assert [a.call_id for a in asked.question.approvals] == ["r2"]
+        session = await app.get_session(session_id)
+        assert session.status == "awaiting_input" and session.question == asked.question
+        assert refunds.refunded == [("42", 30.0)]  # r2 waits: neither stale input approved it
+        for stale in (clicked, typed):  # held for the next answer's turn, as for an ask
+            held = await app.wait(stale.turn_id, timeout=10)
+            assert (held.status, held.reason) == ("cancelled", "held")
+        receipt = await app.approve(session_id, False, reason="too much")
+        done = await app.wait(receipt.turn_id, timeout=10)
+        events = await app.events(session_id)
+    assert refunds.refunded == [("42", 30.0)]
+    assert [s.text for s in done.input.steering] == ["approve", "approve"]
+    decided = [
+        (e.data["call_id"], e.data["approved"]) for e in events if e.type == "approval.decided"
+    ]
+    assert decided == [("r1", True), ("r2", False)]
+    denied = model.requests[2].messages[-1].content[0]
+    assert denied.tool_use_id == "r2" and denied.is_error and "too much" in denied.content
+
+
 async def test_an_ask_in_the_same_reply_waits_until_the_calls_are_decided(any_db_url: str) -> None:
     mixed = reply(
         call("a1", "ask", question="Which card?"), call("r1", "refund", order_id="9", amount=9.0)
