@@ -219,7 +219,7 @@ async def test_any_answer_decides_all_approve_approves_and_other_text_denies(
         receipt = await app.send(session_id, text=" APPROVE ")
         done = await app.wait(receipt.turn_id, timeout=10)
         assert done.input.answer.value == "approve"
-        assert refunds.refunded == [("1", 1.0), ("2", 2.0)]
+        assert sorted(refunds.refunded) == [("1", 1.0), ("2", 2.0)]  # run concurrently
 
         again = await app.send(session_id, text="refund order 3")
         asked = await app.wait(again.turn_id, timeout=10)
@@ -228,7 +228,7 @@ async def test_any_answer_decides_all_approve_approves_and_other_text_denies(
         done = await app.wait(receipt.turn_id, timeout=10)
         assert done.input.answer.value == "deny"
         history = await app.history(session_id)
-    assert refunds.refunded == [("1", 1.0), ("2", 2.0)]
+    assert sorted(refunds.refunded) == [("1", 1.0), ("2", 2.0)]  # run concurrently
     denied = history[-2].content[0]
     assert denied.is_error and "no, check with finance first" in denied.content
 
@@ -409,6 +409,46 @@ async def test_a_tool_offered_by_the_render_runs_when_approved(any_db_url: str) 
         approved = await app.approve(session.id, True)
         done = await app.wait(approved.turn_id, timeout=10)
     assert ran == ["cache"] and done.output == "Wiped."
+
+
+async def test_an_edited_input_for_a_tool_only_the_render_knows_is_checked_when_the_turn_runs(
+    any_db_url: str,
+) -> None:
+    app = App(any_db_url)
+    ran: list[str] = []
+
+    @turnkit.tool(needs_approval=True)
+    def wipe(target: str) -> str:
+        """Wipe something."""
+        ran.append(target)
+        return f"wiped {target}"
+
+    wipes = [reply(call(f"w{n}", "wipe", target="cache")) for n in (1, 2)]
+    model = ScriptedModel([wipes[0], "That input was refused.", wipes[1], "Wiped the logs."])
+
+    @app.agent("ops", model=model)
+    def ops() -> str:
+        turnkit.use_tool(wipe)  # a Tool object no name lookup finds: approve cannot check it
+        return "Operate."
+
+    async with app:
+        session = await app.create_session("ops")
+        await app.wait((await app.send(session.id, text="wipe")).turn_id, timeout=10)
+        bad = await app.approve(session.id, {"w1": turnkit.Approval(True, input={"target": 5})})
+        refused = await app.wait(bad.turn_id, timeout=10)
+        await app.wait((await app.send(session.id, text="again")).turn_id, timeout=10)
+        edited = turnkit.Approval(True, input={"target": "logs"})
+        good = await app.approve(session.id, {"w2": edited})
+        done = await app.wait(good.turn_id, timeout=10)
+        history = await app.history(session.id)
+    assert refused.output == "That input was refused." and done.output == "Wiped the logs."
+    assert ran == ["logs"]  # the refused input never ran; the fitting one ran once
+    assert [m.role for m in history] == ["user", "assistant", "user", "assistant"] * 2
+    (error,) = history[2].content  # stored: the model and a later turn see the same
+    assert error.tool_use_id == "w1" and error.is_error
+    assert "does not fit its schema" in error.content and "did not run" in error.content
+    assert model.requests[1].messages[-1] == history[2]
+    assert history[6].content[0].content == "wiped logs"
 
 
 async def test_a_cancel_while_the_approved_call_runs_answers_it_as_interrupted(
