@@ -12,6 +12,9 @@ MODE "running": approves; the refund records that it ran in MARKER, prints
 "tool started" and blocks until killed.
 MODE "ran": approves; the refund runs and returns, then the turn's next model
 call prints "model called" and blocks until killed.
+MODE "neighbour": the first turn's reply also calls ``lookup`` (no approval
+needed), which prints "lookup started" and blocks until killed: the kill
+comes before the question is asked (nothing is printed before it).
 """
 
 from __future__ import annotations
@@ -31,9 +34,18 @@ REFUND = {
     "role": "assistant",
     "content": [{"type": "tool_use", "id": "r1", "name": "refund", "input": {"order_id": "42"}}],
 }
+LOOKUP = {"type": "tool_use", "id": "l1", "name": "lookup", "input": {"order_id": "42"}}
+WITH_LOOKUP = {"role": "assistant", "content": [LOOKUP, *REFUND["content"]]}
 
 
-def build(url: str, marker: Path, idempotent: bool, model: ScriptedModel, block: bool) -> App:
+def build(
+    url: str,
+    marker: Path,
+    idempotent: bool,
+    model: ScriptedModel,
+    block: bool,
+    block_lookup: bool = False,
+) -> App:
     # lease_seconds: a restart under the same executor id waits for the lease to lapse
     app = App(url, executor_id="child", lease_seconds=2)
 
@@ -47,7 +59,15 @@ def build(url: str, marker: Path, idempotent: bool, model: ScriptedModel, block:
             threading.Event().wait()
         return f"refunded {order_id}"
 
-    @app.agent("support", model=model, tools=[refund])
+    @turnkit.tool
+    def lookup(order_id: str) -> str:
+        """Look an order up."""
+        if block_lookup:
+            print("lookup started", flush=True)
+            threading.Event().wait()
+        return f"order {order_id}: paid"
+
+    @app.agent("support", model=model, tools=[refund, lookup])
     def support() -> str:
         return "Help with refunds."
 
@@ -82,9 +102,14 @@ async def main(url: str, marker: Path, mode: str, idempotent: bool) -> None:
     replies: list[Any] = [REFUND, blocking_reply] if mode == "ran" else [REFUND]
     if mode in ("decided", "denied"):
         no_linger()
-    app = build(url, marker, idempotent, ScriptedModel(replies), block=mode == "running")
+    if mode == "neighbour":
+        replies = [WITH_LOOKUP]
+    model = ScriptedModel(replies)
+    app = build(url, marker, idempotent, model, mode == "running", mode == "neighbour")
     async with app:
         session = await app.create_session("support", key="crash")
+        if mode == "neighbour":
+            print(json.dumps([session.id]), flush=True)
         receipt = await app.send(session.id, text="refund order 42")
         turn = await app.wait(receipt.turn_id, timeout=30)
         assert turn.question is not None and turn.question.approvals

@@ -1,8 +1,9 @@
 """Approvals across kill -9: a held refund runs once after a yes, never without one.
 
 A real child process (``approval_crash_app.py``) holds a refund call, then is
-killed before the decision, after it is recorded (an approval or a denial),
-while the approved call runs, or after it ran; the app restarts on the same
+killed before the question is asked (while a neighbouring call runs), before
+the decision, after it is recorded (an approval or a denial), while the
+approved call runs, or after it ran; the app restarts on the same
 database (SQLite and Postgres) and the refund has run at most once, never
 after a denial.
 """
@@ -53,6 +54,12 @@ async def decided_turn(app: App, session_id: str) -> Turn:
     return await app.wait(turn_id, timeout=30)
 
 
+async def first_turn(app: App, session_id: str) -> Turn:
+    """The session's first turn, once it has ended (it was running at the kill)."""
+    (turn_id,) = {e.turn_id for e in await app.events(session_id) if e.type == "turn.started"}
+    return await app.wait(turn_id, timeout=30)
+
+
 async def test_a_kill_before_the_decision_keeps_the_call_waiting_unrun(db: Db) -> None:
     child = db.child("held")
     (session_id,) = json.loads(child.line())
@@ -68,6 +75,31 @@ async def test_a_kill_before_the_decision_keeps_the_call_waiting_unrun(db: Db) -
         history = await app.history(session_id)
     assert turn.output == "Refunded." and db.runs() == 1
     assert history[2].content[0].content == "refunded 42"
+
+
+async def test_a_kill_while_a_neighbour_runs_still_asks_and_never_runs_the_held_call(
+    db: Db,
+) -> None:
+    child = db.child("neighbour")
+    (session_id,) = json.loads(child.line())
+    assert child.line() == "lookup started"  # the refund is held; the question not yet asked
+    child.kill()
+    app = db.app(["Refunded."])
+    async with app:
+        turn = await first_turn(app, session_id)
+        assert turn.question is not None
+        assert [a.call_id for a in turn.question.approvals] == ["r1"]
+        assert (await app.get_session(session_id)).status == "awaiting_input"
+        assert db.runs() == 0
+        receipt = await app.approve(session_id, True)
+        done = await app.wait(receipt.turn_id, timeout=30)
+        history = await app.history(session_id)
+        events = await app.events(session_id)
+    assert done.output == "Refunded." and db.runs() == 1
+    lookup, refund = history[2].content
+    assert lookup.tool_use_id == "l1" and lookup.is_error and "interrupted" in lookup.content
+    assert (refund.tool_use_id, refund.content) == ("r1", "refunded 42")
+    assert [e.type for e in events].count("question.asked") == 1
 
 
 async def test_a_kill_after_the_decision_is_recorded_runs_the_call_once(db: Db) -> None:
