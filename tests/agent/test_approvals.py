@@ -338,6 +338,23 @@ async def test_a_denial_through_continue_run_is_in_the_history() -> None:
     assert denied.is_error and "over the limit" in text(denied) and shop.refunds == []
 
 
+async def test_bad_decisions_through_continue_run_raise_and_leave_the_history_as_it_was() -> None:
+    shop = Shop()
+    agent, model = shop_agent([MIXED, "Refunded."], shop)
+    await agent.prompt("Refund order 42")
+    before = agent.get_history()
+    bad = Approval(True, input={"order_id": "42", "amount": "lots"})
+    with pytest.raises(ValueError, match=r"approvals\['c2'\]\.input does not fit tool 'refund'"):
+        await agent.continue_run(approvals={"c2": bad})
+    with pytest.raises(ValueError, match=r"no decision.*'c2' \(refund\)"):
+        await agent.continue_run(approvals={})
+    with pytest.raises(ValueError, match=r"approvals\['c9'\]"):
+        await agent.continue_run(approvals={"c2": True, "c9": False})
+    assert agent.get_history() == before and shop.refunds == [] and len(model.requests) == 1
+    done = await agent.continue_run(approvals={"c2": True})
+    assert done.output == "Refunded." and shop.refunds == [("42", 20.0)]
+
+
 async def test_a_cancelled_resume_keeps_the_answer_with_the_running_call_interrupted() -> None:
     started = asyncio.Event()
 
