@@ -14,6 +14,7 @@ from turnkit import (
     Approval,
     ApprovalRequest,
     Message,
+    Tool,
     ToolResultBlock,
     ToolUseBlock,
     tool,
@@ -99,6 +100,20 @@ async def test_in_a_mixed_reply_the_calls_without_approval_run_and_the_others_wa
     assert reply.content == MIXED.content
     assert results(answer) == [ToolResultBlock("c1", "order 42: paid 50")]
     assert shop.lookups == ["42"] and shop.refunds == []
+
+
+async def test_a_tool_made_with_the_constructor_holds_its_calls_too() -> None:
+    ran: list[str] = []
+    schema = {"type": "object", "properties": {"order_id": {"type": "string"}}}
+    refund = Tool("refund", "Refund.", schema, lambda order_id: ran.append(order_id) or "ok")
+    assert refund.needs_approval is False  # the default
+    held = Tool("refund", "Refund.", schema, refund.fn, needs_approval=True)
+    model = ScriptedModel([calls(("c1", "refund", {"order_id": "1"})), "Refunded."])
+    agent = Agent(AgentConfig("clerk", model=model, tools=[held]))
+    first = await agent.prompt("Refund order 1")
+    assert first.stop_reason == "approval_required" and ran == []
+    second = await agent.continue_run(approvals={"c1": True})
+    assert second.output == "Refunded." and ran == ["1"]
 
 
 async def test_approval_requests_read_as_plain_data() -> None:
@@ -321,6 +336,23 @@ async def test_a_denial_through_continue_run_is_in_the_history() -> None:
     await agent.continue_run(approvals={"c2": Approval(False, reason="over the limit")})
     denied = results(agent.get_history()[2])[1]
     assert denied.is_error and "over the limit" in text(denied) and shop.refunds == []
+
+
+async def test_bad_decisions_through_continue_run_raise_and_leave_the_history_as_it_was() -> None:
+    shop = Shop()
+    agent, model = shop_agent([MIXED, "Refunded."], shop)
+    await agent.prompt("Refund order 42")
+    before = agent.get_history()
+    bad = Approval(True, input={"order_id": "42", "amount": "lots"})
+    with pytest.raises(ValueError, match=r"approvals\['c2'\]\.input does not fit tool 'refund'"):
+        await agent.continue_run(approvals={"c2": bad})
+    with pytest.raises(ValueError, match=r"no decision.*'c2' \(refund\)"):
+        await agent.continue_run(approvals={})
+    with pytest.raises(ValueError, match=r"approvals\['c9'\]"):
+        await agent.continue_run(approvals={"c2": True, "c9": False})
+    assert agent.get_history() == before and shop.refunds == [] and len(model.requests) == 1
+    done = await agent.continue_run(approvals={"c2": True})
+    assert done.output == "Refunded." and shop.refunds == [("42", 20.0)]
 
 
 async def test_a_cancelled_resume_keeps_the_answer_with_the_running_call_interrupted() -> None:

@@ -62,10 +62,10 @@ async def decided_events(app: App, session_id: str, count: int) -> list[Any]:
     raise AssertionError("no decision")
 
 
-async def test_slack_posts_the_request_in_the_thread_and_a_reply_decides(db_url: str) -> None:
+async def test_slack_posts_the_request_in_the_thread_and_a_reply_decides(any_db_url: str) -> None:
     refunded: list[str] = []
     with FakeSlack() as fake:
-        app, _ = refund_app(db_url, refunded)
+        app, _ = refund_app(any_db_url, refunded)
         app.slack("support", SLACK_SECRET, fake.api_key, api_url=fake.api_url)
         async with app:
             root = "1700000000.000100"
@@ -100,10 +100,10 @@ async def test_slack_posts_the_request_in_the_thread_and_a_reply_decides(db_url:
     assert denied.data["reason"] == "not without a receipt" and denied.data["user_id"] == "U1"
 
 
-async def test_linear_asks_with_an_elicitation_and_the_prompt_decides(db_url: str) -> None:
+async def test_linear_asks_with_an_elicitation_and_the_prompt_decides(any_db_url: str) -> None:
     refunded: list[str] = []
     with FakeLinear(sessions=("as-1",)) as fake:
-        app, _model = refund_app(db_url, refunded)
+        app, _model = refund_app(any_db_url, refunded)
         app.linear("support", LINEAR_SECRET, fake.api_key, api_url=fake.api_url)
         async with app:
             headers, body = linear_request(linear_created())
@@ -120,6 +120,25 @@ async def test_linear_asks_with_an_elicitation_and_the_prompt_decides(db_url: st
             await app.handle_channel("linear", headers, body)
             (decided,) = await decided_events(app, session_id, 1)
             activities = await asyncio.to_thread(fake.wait_for_activities, 3)
-    assert refunded == ["42"]
+            assert activities[-1].content == {"type": "response", "body": "Refunded order 42."}
+
+            headers, body = linear_request(linear_prompted("refund it again", "act-2"))
+            await app.handle_channel("linear", headers, body)
+            activities = await asyncio.to_thread(fake.wait_for_activities, 4)
+            assert activities[-1].content["type"] == "elicitation"
+            headers, body = linear_request(linear_prompted("deny", "act-3"))
+            await app.handle_channel("linear", headers, body)
+            denied = (await decided_events(app, session_id, 2))[1]
+            activities = await asyncio.to_thread(fake.wait_for_activities, 5)
+    assert refunded == ["42"]  # the denied call never ran
     assert decided.data["user_id"] == "user-9" and decided.data["approved"] is True
-    assert activities[-1].content == {"type": "response", "body": "Refunded order 42."}
+    assert decided.data["source"] == "channel"
+    assert denied.data["approved"] is False and denied.data["reason"] is None
+    assert activities[-1].content == {"type": "response", "body": "Not refunded."}
+    assert [a.content["type"] for a in activities] == [
+        "thought",
+        "elicitation",
+        "response",
+        "elicitation",
+        "response",
+    ]

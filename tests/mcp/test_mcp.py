@@ -255,6 +255,33 @@ async def test_needs_approval_holds_the_calls_it_names_by_the_servers_own_tool_n
     assert [(b.tool_use_id, b.content) for b in results_of(model)] == [("m1", "42"), ("m2", "HI")]
 
 
+async def test_needs_approval_of_the_input_alone_works_as_a_tools_does() -> None:
+    asked: list[dict[str, Any]] = []
+
+    def needs_approval(input: dict[str, Any]) -> bool:  # SPEC 11: a callable on the checked input
+        asked.append(input)
+        return input.get("a") == 100
+
+    reply = Message.assistant(
+        ToolUseBlock("m1", "add", {"a": 2, "b": 40}), ToolUseBlock("m2", "add", {"a": 100, "b": 1})
+    )
+    model = ScriptedModel([reply])
+    async with stdio(needs_approval=needs_approval) as server:
+        result = await Agent(AgentConfig("a", model=model, tools=[server])).run("Go")
+    assert result.stop_reason == "approval_required"
+    assert [a.call_id for a in result.approvals] == ["m2"]
+    assert asked == [{"a": 2, "b": 40}, {"a": 100, "b": 1}]
+
+
+def test_a_needs_approval_function_that_takes_no_input_is_refused_naming_it() -> None:
+    with pytest.raises(
+        TypeError, match=r"function of the call's input, or of \(tool name, input\)"
+    ):
+        MCPServer.stdio("python", needs_approval=lambda: True)
+    with pytest.raises(TypeError, match="takes 3 positional arguments"):
+        MCPServer.stdio("python", needs_approval=lambda a, b, c: True)
+
+
 async def test_needs_approval_true_holds_every_tool_of_the_server() -> None:
     model = ScriptedModel([calls(("add", {"a": 1, "b": 1}))])
     async with stdio(needs_approval=True) as server:

@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 import turnkit
-from turnkit.errors import InvalidInputError, NoApprovalOpenError
+from turnkit.errors import (
+    InvalidInputError,
+    NoApprovalOpenError,
+    SessionEndedError,
+    SessionNotFoundError,
+)
 from turnkit.messages import TextBlock, ToolResultBlock
 from turnkit.sessions import App
 from turnkit.testing import ScriptedModel
@@ -202,20 +206,20 @@ async def test_other_calls_of_the_reply_run_and_each_call_is_decided_on_its_own(
 
 
 async def test_any_answer_decides_all_approve_approves_and_other_text_denies(
-    db_url: str,
+    any_db_url: str,
 ) -> None:
     two = reply(
         call("r1", "refund", order_id="1", amount=1.0),
         call("r2", "refund", order_id="2", amount=2.0),
     )
     three = reply(call("r3", "refund", order_id="3", amount=3.0))
-    app, _model, refunds = refund_app(db_url, [two, "ok", three, "fine"])
+    app, _model, refunds = refund_app(any_db_url, [two, "ok", three, "fine"])
     async with app:
         session_id, _ = await held_turn(app)
         receipt = await app.send(session_id, text=" APPROVE ")
         done = await app.wait(receipt.turn_id, timeout=10)
         assert done.input.answer.value == "approve"
-        assert refunds.refunded == [("1", 1.0), ("2", 2.0)]
+        assert sorted(refunds.refunded) == [("1", 1.0), ("2", 2.0)]  # run concurrently
 
         again = await app.send(session_id, text="refund order 3")
         asked = await app.wait(again.turn_id, timeout=10)
@@ -224,13 +228,15 @@ async def test_any_answer_decides_all_approve_approves_and_other_text_denies(
         done = await app.wait(receipt.turn_id, timeout=10)
         assert done.input.answer.value == "deny"
         history = await app.history(session_id)
-    assert refunds.refunded == [("1", 1.0), ("2", 2.0)]
+    assert sorted(refunds.refunded) == [("1", 1.0), ("2", 2.0)]  # run concurrently
     denied = history[-2].content[0]
     assert denied.is_error and "no, check with finance first" in denied.content
 
 
-async def test_inputs_held_while_waiting_come_as_steering_after_the_results(db_url: str) -> None:
-    app, model, _refunds = refund_app(db_url, [REFUND, "Done."])
+async def test_inputs_held_while_waiting_come_as_steering_after_the_results(
+    any_db_url: str,
+) -> None:
+    app, model, _refunds = refund_app(any_db_url, [REFUND, "Done."])
     async with app:
         session_id, _ = await held_turn(app)
         held = await app.send(
@@ -248,12 +254,12 @@ async def test_inputs_held_while_waiting_come_as_steering_after_the_results(db_u
     assert model.requests[1].messages[-1] == answer
 
 
-async def test_bad_decisions_store_nothing_and_name_the_call(db_url: str) -> None:
+async def test_bad_decisions_store_nothing_and_name_the_call(any_db_url: str) -> None:
     two = reply(
         call("r1", "refund", order_id="1", amount=1.0),
         call("r2", "refund", order_id="2", amount=2.0),
     )
-    app, _model, refunds = refund_app(db_url, [two, "ok"])
+    app, _model, refunds = refund_app(any_db_url, [two, "ok"])
     async with app:
         session = await app.create_session("support")
         with pytest.raises(NoApprovalOpenError):
@@ -283,8 +289,43 @@ async def test_bad_decisions_store_nothing_and_name_the_call(db_url: str) -> Non
     assert refunds.refunded == [("1", 1.0)]
 
 
-async def test_a_second_decision_is_a_plain_input_and_runs_nothing_twice(db_url: str) -> None:
-    app, _model, refunds = refund_app(db_url, [REFUND, "Refunded.", "You said approve again."])
+async def test_approve_refuses_an_ask_and_an_ended_session_storing_nothing(
+    any_db_url: str,
+) -> None:
+    asking = reply(call("a1", "ask", question="Which order?"))
+    app, _model, refunds = refund_app(any_db_url, [asking], ask=True)
+    async with app:
+        session_id, turn = await held_turn(app)
+        assert turn.question.approvals == () and turn.question.text == "Which order?"
+        before = await app.events(session_id)
+        with pytest.raises(NoApprovalOpenError, match=f"session {session_id!r} has no tool calls"):
+            await app.approve(session_id, True)
+        assert isinstance(NoApprovalOpenError(session_id), InvalidInputError)
+        assert await app.events(session_id) == before
+        assert (await app.get_session(session_id)).status == "awaiting_input"
+        await app.end_session(session_id)
+        with pytest.raises(SessionEndedError):
+            await app.approve(session_id, True)
+        with pytest.raises(SessionNotFoundError):
+            await app.approve("ses_nope", True)
+    assert refunds.refunded == []
+
+
+def test_approve_sync_decides_from_code_without_an_event_loop(any_db_url: str) -> None:
+    app, _model, refunds = refund_app(any_db_url, [REFUND, "Refunded."])
+    with app:
+        session = app.create_session_sync("support")
+        held = app.wait_sync(app.send_sync(session.id, text="Refund 42").turn_id, timeout=10)
+        assert [a.call_id for a in held.question.approvals] == ["r1"]
+        assert refunds.refunded == []
+        receipt = app.approve_sync(session.id, {"r1": True})
+        done = app.wait_sync(receipt.turn_id, timeout=10)
+    assert done.output == "Refunded." and done.input.answer.value == "approve"
+    assert refunds.refunded == [("42", 30.0)]
+
+
+async def test_a_second_decision_is_a_plain_input_and_runs_nothing_twice(any_db_url: str) -> None:
+    app, _model, refunds = refund_app(any_db_url, [REFUND, "Refunded.", "You said approve again."])
     async with app:
         session_id, turn = await held_turn(app)
         first = await app.approve(session_id, True)
@@ -298,11 +339,41 @@ async def test_a_second_decision_is_a_plain_input_and_runs_nothing_twice(db_url:
     assert len([e for e in events if e.type == "approval.decided"]) == 1
 
 
-async def test_an_ask_in_the_same_reply_waits_until_the_calls_are_decided(db_url: str) -> None:
+async def test_a_stale_approve_never_approves_a_call_held_after_it(any_db_url: str) -> None:
+    later = reply(call("r2", "refund", order_id="43", amount=900.0))
+    app, model, refunds = refund_app(any_db_url, [REFUND, later, "Only 42 was refunded."])
+    async with app:
+        session_id, turn = await held_turn(app)
+        first = await app.approve(session_id, True)
+        # a double click, and an "approve" typed at the same time: both before r2 is held
+        clicked = await app.send(session_id, text="approve", answers=turn.question.id)
+        typed = await app.send(session_id, text="approve")
+        asked = await app.wait(first.turn_id, timeout=10)
+        assert [a.call_id for a in asked.question.approvals] == ["r2"]
+        session = await app.get_session(session_id)
+        assert session.status == "awaiting_input" and session.question == asked.question
+        assert refunds.refunded == [("42", 30.0)]  # r2 waits: neither stale input approved it
+        for stale in (clicked, typed):  # held for the next answer's turn, as for an ask
+            held = await app.wait(stale.turn_id, timeout=10)
+            assert (held.status, held.reason) == ("cancelled", "held")
+        receipt = await app.approve(session_id, False, reason="too much")
+        done = await app.wait(receipt.turn_id, timeout=10)
+        events = await app.events(session_id)
+    assert refunds.refunded == [("42", 30.0)]
+    assert [s.text for s in done.input.steering] == ["approve", "approve"]
+    decided = [
+        (e.data["call_id"], e.data["approved"]) for e in events if e.type == "approval.decided"
+    ]
+    assert decided == [("r1", True), ("r2", False)]
+    denied = model.requests[2].messages[-1].content[0]
+    assert denied.tool_use_id == "r2" and denied.is_error and "too much" in denied.content
+
+
+async def test_an_ask_in_the_same_reply_waits_until_the_calls_are_decided(any_db_url: str) -> None:
     mixed = reply(
         call("a1", "ask", question="Which card?"), call("r1", "refund", order_id="9", amount=9.0)
     )
-    app, _model, refunds = refund_app(db_url, [mixed, "Which card should I use?"], ask=True)
+    app, _model, refunds = refund_app(any_db_url, [mixed, "Which card should I use?"], ask=True)
     async with app:
         session_id, turn = await held_turn(app)
         assert [a.call_id for a in turn.question.approvals] == ["r1"]
@@ -316,8 +387,8 @@ async def test_an_ask_in_the_same_reply_waits_until_the_calls_are_decided(db_url
     assert refund_result.content == "refunded 9.0 on order 9"
 
 
-async def test_a_tool_offered_by_the_render_runs_when_approved(tmp_path: Path) -> None:
-    app = App(f"sqlite:///{tmp_path / 'offered.db'}")
+async def test_a_tool_offered_by_the_render_runs_when_approved(any_db_url: str) -> None:
+    app = App(any_db_url)
     ran: list[str] = []
 
     @app.tool(needs_approval=True)
@@ -340,10 +411,50 @@ async def test_a_tool_offered_by_the_render_runs_when_approved(tmp_path: Path) -
     assert ran == ["cache"] and done.output == "Wiped."
 
 
-async def test_a_cancel_while_the_approved_call_runs_answers_it_as_interrupted(
-    db_url: str,
+async def test_an_edited_input_for_a_tool_only_the_render_knows_is_checked_when_the_turn_runs(
+    any_db_url: str,
 ) -> None:
-    app = App(db_url)
+    app = App(any_db_url)
+    ran: list[str] = []
+
+    @turnkit.tool(needs_approval=True)
+    def wipe(target: str) -> str:
+        """Wipe something."""
+        ran.append(target)
+        return f"wiped {target}"
+
+    wipes = [reply(call(f"w{n}", "wipe", target="cache")) for n in (1, 2)]
+    model = ScriptedModel([wipes[0], "That input was refused.", wipes[1], "Wiped the logs."])
+
+    @app.agent("ops", model=model)
+    def ops() -> str:
+        turnkit.use_tool(wipe)  # a Tool object no name lookup finds: approve cannot check it
+        return "Operate."
+
+    async with app:
+        session = await app.create_session("ops")
+        await app.wait((await app.send(session.id, text="wipe")).turn_id, timeout=10)
+        bad = await app.approve(session.id, {"w1": turnkit.Approval(True, input={"target": 5})})
+        refused = await app.wait(bad.turn_id, timeout=10)
+        await app.wait((await app.send(session.id, text="again")).turn_id, timeout=10)
+        edited = turnkit.Approval(True, input={"target": "logs"})
+        good = await app.approve(session.id, {"w2": edited})
+        done = await app.wait(good.turn_id, timeout=10)
+        history = await app.history(session.id)
+    assert refused.output == "That input was refused." and done.output == "Wiped the logs."
+    assert ran == ["logs"]  # the refused input never ran; the fitting one ran once
+    assert [m.role for m in history] == ["user", "assistant", "user", "assistant"] * 2
+    (error,) = history[2].content  # stored: the model and a later turn see the same
+    assert error.tool_use_id == "w1" and error.is_error
+    assert "does not fit its schema" in error.content and "did not run" in error.content
+    assert model.requests[1].messages[-1] == history[2]
+    assert history[6].content[0].content == "wiped logs"
+
+
+async def test_a_cancel_while_the_approved_call_runs_answers_it_as_interrupted(
+    any_db_url: str,
+) -> None:
+    app = App(any_db_url)
     started = threading.Event()  # set on the loop that runs turns, not this one
     runs: list[str] = []
 

@@ -12,9 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sessions.approval_crash_app import build as build_approval_app
 from sessions.crash_app import build, delegating
-from turnkit.sessions import App, Turn
 from turnkit.testing import ScriptedModel
 
 CRASH_APP = Path(__file__).with_name("crash_app.py")
@@ -218,87 +216,3 @@ async def test_kill_after_a_steer_was_taken_in_does_not_deliver_it_twice(db: Pat
     assert request.messages[2].content[0].content == "recorded"  # the tool's recorded result
     _steered_once(history, events, turn_id, input_id)
     assert [m.role for m in history] == ["user", "assistant", "user", "user", "assistant"]
-
-
-# -- approvals: kill -9 before the decision, after it, and while the approved call runs --
-
-APPROVAL_APP = Path(__file__).with_name("approval_crash_app.py")
-
-
-def approval_child(db: Path, mode: str, *extra: str) -> Child:
-    return Child(db, mode, *extra, script=APPROVAL_APP)
-
-
-def approval_app(db: Path, replies: list, idempotent: bool = False) -> App:
-    return build_approval_app(str(db), idempotent, ScriptedModel(replies), block=False)
-
-
-async def decided_turn(app: App, session_id: str) -> Turn:
-    """The turn that carries out the session's decision, once it has ended."""
-    events = await app.events(session_id)
-    (turn_id,) = {e.turn_id for e in events if e.type == "approval.decided"}
-    return await app.wait(turn_id, timeout=30)
-
-
-async def test_a_kill_before_the_decision_keeps_the_call_waiting_unrun(db: Path) -> None:
-    child = approval_child(db, "held")
-    (session_id,) = json.loads(child.line())
-    child.kill()
-    app = approval_app(db, ["Refunded."])
-    async with app:
-        session = await app.get_session(session_id)
-        assert session.status == "awaiting_input"
-        assert [a.call_id for a in session.question.approvals] == ["r1"]
-        assert ran_count(db) == 0
-        receipt = await app.approve(session_id, True)
-        turn = await app.wait(receipt.turn_id, timeout=30)
-        history = await app.history(session_id)
-    assert turn.output == "Refunded." and ran_count(db) == 1
-    assert history[2].content[0].content == "refunded 42"
-
-
-async def test_a_kill_after_the_decision_is_recorded_runs_the_call_once(db: Path) -> None:
-    child = approval_child(db, "decided")
-    (session_id,) = json.loads(child.line())
-    assert child.line() == "decided"
-    child.kill()
-    assert ran_count(db) == 0
-    app = approval_app(db, ["Refunded."])
-    async with app:
-        turn = await decided_turn(app, session_id)
-        history = await app.history(session_id)
-        events = await app.events(session_id)
-    assert turn.status == "completed" and turn.output == "Refunded."
-    assert ran_count(db) == 1
-    assert [m.role for m in history] == ["user", "assistant", "user", "assistant"]
-    assert history[2].content[0].content == "refunded 42"
-    assert [e.type for e in events].count("approval.decided") == 1
-
-
-async def test_a_kill_while_the_approved_call_runs_answers_it_as_interrupted(db: Path) -> None:
-    child = approval_child(db, "running")
-    (session_id,) = json.loads(child.line())
-    assert child.line() == "tool started"
-    child.kill()
-    app = approval_app(db, ["The refund may not have gone through."])
-    async with app:
-        turn = await decided_turn(app, session_id)
-        history = await app.history(session_id)
-    assert ran_count(db) == 1  # never run twice
-    assert turn.output == "The refund may not have gone through."
-    result = history[2].content[0]
-    assert result.tool_use_id == "r1" and result.is_error and "interrupted" in result.content
-    assert len(history) == 4
-
-
-async def test_an_idempotent_approved_call_runs_again_after_a_kill(db: Path) -> None:
-    child = approval_child(db, "running", "idempotent")
-    (session_id,) = json.loads(child.line())
-    assert child.line() == "tool started"
-    child.kill()
-    app = approval_app(db, ["Refunded."], idempotent=True)
-    async with app:
-        turn = await decided_turn(app, session_id)
-        history = await app.history(session_id)
-    assert ran_count(db) == 2 and turn.output == "Refunded."
-    assert history[2].content[0].content == "refunded 42"

@@ -16,6 +16,7 @@ result naming the server, and the next call starts it again.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import re
 import weakref
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
@@ -29,8 +30,12 @@ __all__ = ["MCPServer"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 Include = Collection[str] | Callable[[str], bool] | None
-NeedsApproval = bool | Callable[[str, dict[str, Any]], bool | Awaitable[bool]]
-"""True, False, or a function of (the server's tool name, the checked input)."""
+NeedsApproval = (
+    bool
+    | Callable[[dict[str, Any]], bool | Awaitable[bool]]
+    | Callable[[str, dict[str, Any]], bool | Awaitable[bool]]
+)
+"""True, False, or a function of the checked input, or of (the server's tool name, the input)."""
 
 
 class MCPServer:
@@ -48,9 +53,9 @@ class MCPServer:
 
     ``needs_approval`` holds calls for a person's decision (see
     :class:`~turnkit.Tool`): True for every tool of the server, or a sync or
-    async function of ``(name, input)`` (the server's own tool name, as
-    ``include`` gets it, and the call's checked input) that says whether
-    this call needs approval::
+    async function that says whether this call needs approval: of the call's
+    checked input, as a :class:`~turnkit.Tool`'s, or of ``(name, input)``
+    (the server's own tool name, as ``include`` gets it, then the input)::
 
         MCPServer.stdio("shop-server", needs_approval=lambda name, input: name != "search")
     """
@@ -70,10 +75,11 @@ class MCPServer:
             raise TypeError(f"prefix must be a string, got {prefix!r}")
         if type(needs_approval) is not bool and not callable(needs_approval):
             raise TypeError(
-                "needs_approval must be True, False or a function of (tool name, input), "
-                f"got {needs_approval!r}"
+                "needs_approval must be True, False or a function of the input or of "
+                f"(tool name, input), got {needs_approval!r}"
             )
         self.needs_approval = needs_approval
+        self._check_takes_name = type(needs_approval) is not bool and _takes_name(needs_approval)
         self._target = target
         self.label = label
         self.include = include
@@ -249,12 +255,42 @@ class MCPServer:
         if type(check) is bool:
             return check
 
+        takes_name = self._check_takes_name
+
         async def needs_approval(arguments: dict[str, Any]) -> bool:
             from turnkit._sync import maybe_await
 
-            return await maybe_await(check(server_name, arguments))  # type: ignore[no-any-return]
+            call: Any = check
+            answer = call(server_name, arguments) if takes_name else call(arguments)
+            return await maybe_await(answer)  # type: ignore[no-any-return]
 
         return needs_approval
+
+
+def _takes_name(check: Callable[..., Any]) -> bool:
+    """Whether a ``needs_approval`` function takes (name, input), else the input alone.
+
+    Two required positional parameters: (name, input); one: the input. Raises
+    TypeError, naming the function, for one that can take neither.
+    """
+    try:
+        parameters = list(inspect.signature(check).parameters.values())
+    except (TypeError, ValueError):  # no signature to read (some builtins): the two-argument form
+        return True
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    taken = [p for p in parameters if p.kind in positional]
+    required = [p for p in taken if p.default is inspect.Parameter.empty]
+    varargs = any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in parameters)
+    if len(required) > 2 or not (taken or varargs):
+        raise TypeError(
+            "needs_approval must be a function of the call's input, or of (tool name, input); "
+            f"{check!r} takes {len(required) if taken else 'no'} positional arguments"
+        )
+    if len(required) == 2:
+        return True
+    if len(required) == 1:
+        return False
+    return varargs or len(taken) >= 2
 
 
 async def _list_all(client: Any) -> list[Any]:

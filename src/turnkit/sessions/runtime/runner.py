@@ -147,6 +147,8 @@ class TurnExecution:
         state = self.state = RunState(self.claim.turn_id, history)
         if decisions is not None:  # the answer to the held calls is the turn's message 0
             state.decisions, self.index, self.first = decisions, -1, 0
+            if not decisions:  # every edit was refused: the start's answer is whole already
+                self._produced(history[-1])
         if self.compacting is not None:
             await self.compacting.watch(state)
         try:
