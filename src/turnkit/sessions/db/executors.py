@@ -141,17 +141,19 @@ def acquire(engine: sa.Engine, me: Holder, lease_s: float) -> LeaseRow | None:
         return None if taken.rowcount else LeaseRow.of(row)
 
 
+_HOLDER = sa.select(_c.holder, _c.state).where(_c.id == sa.bindparam("id"))
+_HOLDER_SHARED = _HOLDER.with_for_update(read=True)
+
+
 def holds(conn: sa.Connection, executor_id: str, holder: str) -> bool:
     """Whether ``holder`` still holds ``executor_id`` (in a write transaction).
 
     On Postgres the row is read ``FOR SHARE``: a takeover's claim (an UPDATE
-    of this row) waits for the writes in flight, and every write after it
-    sees the row taken. On SQLite writers take turns anyway.
+    of this row) cannot lock it while writes are in flight, and every write
+    after the claim sees the row taken. On SQLite writers take turns anyway.
     """
-    query = sa.select(_c.holder, _c.state).where(_c.id == executor_id)
-    if conn.dialect.name == "postgresql":
-        query = query.with_for_update(read=True)
-    row = conn.execute(query).first()
+    query = _HOLDER_SHARED if conn.dialect.name == "postgresql" else _HOLDER
+    row = conn.execute(query, {"id": executor_id}).first()
     return row is not None and row.holder == holder and row.state == LIVE
 
 

@@ -137,19 +137,31 @@ def decode_notify(payload: str) -> tuple[list[LiveRow], list[int]]:
     return [_row(item) for item in value], []
 
 
+_live = t.live.c
+_DONE_ALL = (
+    t.live.update()
+    .where(_live.turn_id == sa.bindparam("tid"), _live.done_at.is_(None))
+    .values(done_at=sa.bindparam("now"))
+)
+_DONE_STEP = _DONE_ALL.where(_live.step == sa.bindparam("call"))
+_OLD = sa.select(_live.id).where(_live.done_at < sa.bindparam("before")).limit(_SWEEP)
+_SWEEP_OLD = t.live.delete().where(_live.id.in_(_OLD.scalar_subquery()))
+# On Postgres, rows another turn's end is deleting are skipped (no waits between ends).
+_SWEEP_OLD_SKIPPING = t.live.delete().where(
+    _live.id.in_(_OLD.with_for_update(skip_locked=True).scalar_subquery())
+)
+
+
 def mark_done(tx: Tx, turn_id: str, step: str | None = None) -> None:
     """Mark the deltas of the turn's model call ``step`` (None: of every call) done;
     delete those done more than :data:`KEEP_S` ago."""
-    live = t.live.c
     now = time.time()
-    where = [live.turn_id == turn_id, live.done_at.is_(None)]
-    if step is not None:
-        where.append(live.step == step)
-    tx.execute(t.live.update().where(*where).values(done_at=now))
-    old = sa.select(live.id).where(live.done_at < now - KEEP_S).limit(_SWEEP)
-    if tx.conn.dialect.name == "postgresql":  # rows another turn's end is deleting: skip them
-        old = old.with_for_update(skip_locked=True)
-    tx.execute(t.live.delete().where(live.id.in_(old.scalar_subquery())))
+    if step is None:
+        tx.execute(_DONE_ALL, {"tid": turn_id, "now": now})
+    else:
+        tx.execute(_DONE_STEP, {"tid": turn_id, "now": now, "call": step})
+    sweep = _SWEEP_OLD_SKIPPING if tx.conn.dialect.name == "postgresql" else _SWEEP_OLD
+    tx.execute(sweep, {"before": now - KEEP_S})
 
 
 def current(conn: sa.Connection, session_id: str) -> list[LiveRow]:

@@ -47,6 +47,19 @@ __all__ = [
 
 _KEY_LIMIT = 300  # the steps table's key column
 
+# The statements of every turn, built once.
+_STEP = sa.select(t.steps.c.status, t.steps.c.result).where(
+    t.steps.c.turn_id == sa.bindparam("tid"), t.steps.c.key == sa.bindparam("key")
+)
+_STEP_DONE = sa.select(t.steps.c.key).where(
+    t.steps.c.turn_id == sa.bindparam("tid"), t.steps.c.key == sa.bindparam("key")
+)
+_EVENT_SEQ = sa.select(t.sessions.c.event_seq).where(t.sessions.c.id == sa.bindparam("sid"))
+_MESSAGE_AT = sa.select(t.messages.c.position).where(
+    t.messages.c.turn_id == sa.bindparam("tid"), t.messages.c.turn_index == sa.bindparam("index")
+)
+_TURN_STATUS = sa.select(t.turns.c.status).where(t.turns.c.id == sa.bindparam("tid"))
+
 
 def tool_step_key(call_id: str) -> str:
     """The step key of a tool call: ``tool:<id>``, or a digest of an id too long for
@@ -178,11 +191,7 @@ class Journal:
 
     def step(self, turn_id: str, key: str) -> Step | None:
         with self.store.read() as conn:
-            row = conn.execute(
-                sa.select(t.steps.c.status, t.steps.c.result).where(
-                    t.steps.c.turn_id == turn_id, t.steps.c.key == key
-                )
-            ).first()
+            row = conn.execute(_STEP, {"tid": turn_id, "key": key}).first()
         if row is None:
             return None
         return Step(row.status, None if row.result is None else json.loads(row.result))
@@ -190,21 +199,19 @@ class Journal:
     def flush(self, session_id: str, turn_id: str, pending: PendingWrites) -> int:
         """Write what the turn buffered (if anything); the session's last event seq
         (where the live deltas of the model call about to stream stand)."""
-        seq = sa.select(t.sessions.c.event_seq).where(t.sessions.c.id == session_id)
+        seq = {"sid": session_id}
         if not pending.steps and not pending.messages:
             with self.store.read() as conn:
-                return int(conn.execute(seq).scalar_one())
+                return int(conn.execute(_EVENT_SEQ, seq).scalar_one())
         with self.store.turn_write() as tx:
             self._write(tx, session_id, turn_id, pending)
-            return int(tx.execute(seq).scalar_one())
+            return int(tx.execute(_EVENT_SEQ, seq).scalar_one())
 
     def _write(self, tx: Tx, session_id: str, turn_id: str, pending: PendingWrites) -> None:
         for key, result in pending.steps:
             if key.startswith("model:"):  # its reply is recorded: its live deltas are done
                 live.mark_done(tx, turn_id, key)
-            done = tx.execute(
-                sa.select(t.steps.c.key).where(t.steps.c.turn_id == turn_id, t.steps.c.key == key)
-            ).first()
+            done = tx.execute(_STEP_DONE, {"tid": turn_id, "key": key}).first()
             if done is None:
                 values = {"turn_id": turn_id, "key": key, "status": "done"}
                 tx.execute(t.steps.insert().values(**values, result=dumps(result)))
@@ -247,11 +254,7 @@ class Journal:
         message: Message,
         before: int | None = None,
     ) -> None:
-        exists = tx.execute(
-            sa.select(t.messages.c.position).where(
-                t.messages.c.turn_id == turn_id, t.messages.c.turn_index == index
-            )
-        ).first()
+        exists = tx.execute(_MESSAGE_AT, {"tid": turn_id, "index": index}).first()
         if exists is not None:
             return
         wire = message.to_dict()
@@ -417,5 +420,5 @@ def _position_of(stored: Conversation, claim: Claim, base: int) -> int:
 def _still_running(tx: Tx, claim: Claim) -> bool:
     """Lock the session (every writer of its turns does so first), then look at the turn."""
     tx.lock_session(claim.session_id)
-    status = tx.execute(sa.select(t.turns.c.status).where(t.turns.c.id == claim.turn_id))
+    status = tx.execute(_TURN_STATUS, {"tid": claim.turn_id})
     return status.scalar() == TurnState.RUNNING

@@ -115,6 +115,10 @@ _NEXT_EVENT = (
     .returning(t.sessions.c.event_seq, t.sessions.c.last_activity_at)
 )
 _INSERT_EVENT = t.events.insert()
+_LOCK_SESSION = (
+    sa.select(t.sessions).where(t.sessions.c.id == sa.bindparam("sid")).with_for_update()
+)
+_TURN = sa.select(t.turns).where(t.turns.c.id == sa.bindparam("id"))
 
 
 class Tx:
@@ -167,9 +171,7 @@ class Tx:
 
     def lock_session(self, session_id: str) -> Any:
         """The session's row, locked until commit (``SessionNotFoundError`` if none)."""
-        row = self.conn.execute(
-            sa.select(t.sessions).where(t.sessions.c.id == session_id).with_for_update()
-        ).first()
+        row = self.conn.execute(_LOCK_SESSION, {"sid": session_id}).first()
         if row is None:
             raise SessionNotFoundError(session_id)
         return row
@@ -331,14 +333,14 @@ class Store:
     def turn_if_ended(self, turn_id: str) -> tuple[Turn | None, str]:
         """The turn if it has ended (else None), and its session id: one read, for waiting."""
         with self.read() as conn:
-            row = conn.execute(sa.select(t.turns).where(t.turns.c.id == turn_id)).first()
+            row = conn.execute(_TURN, {"id": turn_id}).first()
         if row is None:
             raise TurnNotFoundError(turn_id)
         return (turn_record(row) if TurnState(row.status).is_terminal() else None), row.session_id
 
     def turn(self, turn_id: str) -> Turn:
         with self.read() as conn:
-            row = conn.execute(sa.select(t.turns).where(t.turns.c.id == turn_id)).first()
+            row = conn.execute(_TURN, {"id": turn_id}).first()
         if row is None:
             raise TurnNotFoundError(turn_id)
         return turn_record(row)

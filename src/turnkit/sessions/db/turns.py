@@ -136,13 +136,13 @@ def claim_next(tx: Tx, session_id: str, runner_id: str, keep: bool = False) -> C
         return None
     if session.runner is None:
         _set_runner(tx, session_id, runner_id)
-    running = tx.execute(_oldest(session_id, TurnState.RUNNING)).first()
+    running = _oldest(tx, session_id, TurnState.RUNNING)
     if running is not None:
         if running.workflow_id != runner_id:
             statement = t.turns.update().where(t.turns.c.id == running.id)
             tx.execute(statement.values(workflow_id=runner_id))
         return Claimed(running, resumed=True)
-    queued = tx.execute(_oldest(session_id, TurnState.QUEUED)).first()
+    queued = _oldest(tx, session_id, TurnState.QUEUED)
     if queued is None:
         if not keep:
             _set_runner(tx, session_id, None)
@@ -155,18 +155,25 @@ def claim_next(tx: Tx, session_id: str, runner_id: str, keep: bool = False) -> C
     return Claimed(queued, resumed=False)
 
 
-def _oldest(session_id: str, status: TurnState) -> Any:
-    return (
-        sa.select(t.turns)
-        .where(t.turns.c.session_id == session_id, t.turns.c.status == status)
-        .order_by(t.turns.c.seq)
-        .limit(1)
-    )
+_OLDEST = (
+    sa.select(t.turns)
+    .where(t.turns.c.session_id == sa.bindparam("sid"), t.turns.c.status == sa.bindparam("st"))
+    .order_by(t.turns.c.seq)
+    .limit(1)
+)
+_SET_RUNNER = (
+    t.sessions.update()
+    .where(t.sessions.c.id == sa.bindparam("sid"))
+    .values(runner=sa.bindparam("runner_id"))
+)
+
+
+def _oldest(tx: Tx, session_id: str, status: TurnState) -> Any:
+    return tx.execute(_OLDEST, {"sid": session_id, "st": status}).first()
 
 
 def _set_runner(tx: Tx, session_id: str, runner_id: str | None) -> None:
-    statement = t.sessions.update().where(t.sessions.c.id == session_id)
-    tx.execute(statement.values(runner=runner_id))
+    tx.execute(_SET_RUNNER, {"sid": session_id, "runner_id": runner_id})
 
 
 def end_turn(

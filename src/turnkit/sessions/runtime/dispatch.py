@@ -183,13 +183,13 @@ class Dispatcher:
         """Stop DBOS; runners still running resume at the next launch."""
         global _body
         loop, self._loop = self._loop, None
-        if loop is not None:  # runners started here stop first; they resume at the next launch
-            loop.close()
         try:
-            if self.launched:
-                # Turns cut short here resume at the next start; DBOS's warning about
-                # each cancelled task would only be noise.
-                with _quiet_cancellations():
+            # Turns cut short here resume at the next start; DBOS's warning about each
+            # cancelled task (the runners here stop first, then DBOS's) is only noise.
+            with _quiet_cancellations():
+                if loop is not None:
+                    loop.close()
+                if self.launched:
                     DBOS.destroy(workflow_completion_timeout_sec=0)
         finally:
             if self.client is not None:
