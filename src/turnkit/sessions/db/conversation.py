@@ -33,6 +33,14 @@ __all__ = ["CACHED_SESSIONS", "Conversation", "Conversations", "Stored", "in_ord
 CACHED_SESSIONS = 256
 """How many sessions' conversations a process keeps (the ones used last)."""
 
+# The session's messages after the last one a turn has read.
+_m = t.messages.c
+_AFTER = (
+    sa.select(_m.position, _m.before_position, _m.turn_id, _m.turn_index, _m.message)
+    .where(_m.session_id == sa.bindparam("sid"), _m.position > sa.bindparam("last"))
+    .order_by(_m.position)
+)
+
 
 @dataclass(frozen=True, slots=True)
 class Stored:
@@ -89,17 +97,7 @@ class Conversations:
         """The session's conversation as ``tx`` sees it (rows above the cached ones read)."""
         with self._lock:
             known = self._cache.pop(session_id, EMPTY)
-        rows = tx.execute(
-            sa.select(
-                t.messages.c.position,
-                t.messages.c.before_position,
-                t.messages.c.turn_id,
-                t.messages.c.turn_index,
-                t.messages.c.message,
-            )
-            .where(t.messages.c.session_id == session_id, t.messages.c.position > known.last)
-            .order_by(t.messages.c.position)
-        ).all()
+        rows = tx.execute(_AFTER, {"sid": session_id, "last": known.last}).all()
         current = _with(known, rows) if rows else known
         tx.on_rollback(lambda: self.forget(session_id))
         with self._lock:

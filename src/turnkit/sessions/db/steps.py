@@ -58,6 +58,9 @@ _EVENT_SEQ = sa.select(t.sessions.c.event_seq).where(t.sessions.c.id == sa.bindp
 _MESSAGE_AT = sa.select(t.messages.c.position).where(
     t.messages.c.turn_id == sa.bindparam("tid"), t.messages.c.turn_index == sa.bindparam("index")
 )
+_AGENT_AND_DATA = sa.select(t.sessions.c.agent, t.sessions.c.data).where(
+    t.sessions.c.id == sa.bindparam("sid")
+)
 _TURN_STATUS = sa.select(t.turns.c.status).where(t.turns.c.id == sa.bindparam("tid"))
 
 
@@ -160,11 +163,7 @@ class Journal:
     def _claim(
         self, tx: Tx, row: Any, resumed: bool, runner_id: str, resume: dict[str, Any] | None
     ) -> Claim:
-        session = tx.execute(
-            sa.select(t.sessions.c.agent, t.sessions.c.data).where(
-                t.sessions.c.id == row.session_id
-            )
-        ).one()
+        session = tx.execute(_AGENT_AND_DATA, {"sid": row.session_id}).one()
         stored = self.conversations.read(tx, row.session_id)
         if not resumed and stored.entries and stored.entries[-1].turn_id == row.id:
             history = stored.messages  # a fresh turn: its input, just stored, is last

@@ -54,18 +54,21 @@ def unsubscribe(
         return bool(found)
 
 
+_c = t.subscriptions.c
+_SUBSCRIBERS = (
+    sa.select(_c.subscriber_id)
+    .where(
+        sa.or_(_c.to_session == sa.bindparam("sid"), _c.to_agent == sa.bindparam("agent")),
+        _c.subscriber_id != sa.bindparam("sid"),
+    )
+    .distinct()
+    .order_by(_c.subscriber_id)
+)
+
+
 def subscribers_of(tx: Tx, session_id: str, agent: str) -> list[str]:
     """The sessions told of this session's outcomes (never the session itself)."""
-    c = t.subscriptions.c
-    rows = tx.execute(
-        sa.select(c.subscriber_id)
-        .where(
-            sa.or_(c.to_session == session_id, c.to_agent == agent),
-            c.subscriber_id != session_id,
-        )
-        .distinct()
-        .order_by(c.subscriber_id)
-    ).all()
+    rows = tx.execute(_SUBSCRIBERS, {"sid": session_id, "agent": agent}).all()
     return [row.subscriber_id for row in rows]
 
 

@@ -81,16 +81,26 @@ class Claimed:
     resumed: bool
 
 
+# Each transition's statement is built once per (from statuses, columns set).
+_TRANSITIONS: dict[tuple[tuple[TurnState, ...], tuple[str, ...]], Any] = {}
+_SESSION_AGENT = sa.select(t.sessions.c.agent).where(t.sessions.c.id == sa.bindparam("sid"))
+
+
 def _transition(
     tx: Tx, turn_id: str, to: TurnState, from_: tuple[TurnState, ...], **values: Any
 ) -> bool:
     """Move ``turn_id`` to ``to`` if its status is one of ``from_``; whether it moved."""
-    statement = (
-        t.turns.update()
-        .where(t.turns.c.id == turn_id, t.turns.c.status.in_(from_))
-        .values(status=to, **values)
-    )
-    return tx.execute(statement).rowcount == 1
+    key = (from_, tuple(values))
+    statement = _TRANSITIONS.get(key)
+    if statement is None:
+        columns = {name: sa.bindparam(f"b_{name}") for name in ("status", *values)}
+        statement = _TRANSITIONS[key] = (
+            t.turns.update()
+            .where(t.turns.c.id == sa.bindparam("b_id"), t.turns.c.status.in_(from_))
+            .values(columns)
+        )
+    params = {"b_id": turn_id, "b_status": to, **{f"b_{k}": v for k, v in values.items()}}
+    return tx.execute(statement, params).rowcount == 1
 
 
 def queue_turn(
@@ -220,7 +230,7 @@ def end_turn(
         event_id = tx.emit(session_id, TurnCancelled(reason), turn_id)
     if reason == "held":  # a turn folded into a question's answer is no outcome
         return True
-    agent = tx.execute(sa.select(t.sessions.c.agent).where(t.sessions.c.id == session_id))
+    agent = tx.execute(_SESSION_AGENT, {"sid": session_id})
     ended = TurnEnded(
         session_id,
         agent.scalar_one(),

@@ -63,6 +63,13 @@ _FINISHED = frozenset({"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_E
 
 SessionBody = Callable[[str, str], Awaitable[None]]  # (runner id, session id)
 
+_RUNNER_OF = sa.select(t.sessions.c.runner).where(t.sessions.c.id == sa.bindparam("sid"))
+_NAME_RUNNER = (
+    t.sessions.update()
+    .where(t.sessions.c.id == sa.bindparam("sid"))
+    .values(runner=sa.bindparam("runner_id"))
+)
+
 _lock = threading.Lock()
 _body: SessionBody | None = None
 log = logging.getLogger("turnkit.sessions")
@@ -204,16 +211,13 @@ class Dispatcher:
 
     def turn_queued(self, tx: Tx, session_id: str) -> None:
         """In the transaction that queued a turn: name the session's runner if it has none."""
-        runner = tx.execute(
-            sa.select(t.sessions.c.runner).where(t.sessions.c.id == session_id)
-        ).scalar()
+        runner = tx.execute(_RUNNER_OF, {"sid": session_id}).scalar()
         if runner is None:
             self._name_runner(tx, session_id)
 
     def _name_runner(self, tx: Tx, session_id: str) -> str:
         runner_id = f"run-{session_id}-{tx.bump(session_id, 'runner_seq')}"
-        statement = t.sessions.update().where(t.sessions.c.id == session_id)
-        tx.execute(statement.values(runner=runner_id))
+        tx.execute(_NAME_RUNNER, {"sid": session_id, "runner_id": runner_id})
         if self._reserve(runner_id):
             tx.on_rollback(lambda: self._unreserve(runner_id))
             tx.after_commit(lambda: self._start(runner_id, session_id))

@@ -432,8 +432,8 @@ class TurnWorker:
         except BaseException as err:
             # Only a cancel of this task means the process is stopping. A SystemExit
             # or KeyboardInterrupt raised in here is a tool's or a render's (signals
-            # reach the main thread, not this loop): let through, it would stop the
-            # loop every session of this process runs on.
+            # reach the main thread, not this loop): it fails the turn, since raised
+            # on it would stop the loop every session of this process runs on.
             if isinstance(err, asyncio.CancelledError) and _stopping():
                 raise  # the process is stopping: the turn resumes at the next start
             if isinstance(err, LeaseLost):
