@@ -25,7 +25,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -58,15 +58,19 @@ class Subscription:
         self._ready = asyncio.Event()
 
     def _put(self, rows: Sequence[LiveRow]) -> None:
+        if self._add(rows):
+            _wake(self._loop, [self])
+
+    def _add(self, rows: Sequence[LiveRow]) -> bool:
+        """Queue ``rows`` (without waking the follower); whether there is news for it."""
         with self._lock:
             if self.dropped:
-                return
+                return False
             self._items.extend(rows)
             if len(self._items) > QUEUE_LIMIT:
                 self.dropped = True
                 self._items.clear()
-        with contextlib.suppress(RuntimeError):  # the follower's loop is closed: it is gone
-            self._loop.call_soon_threadsafe(self._ready.set)
+        return True
 
     def take(self) -> list[LiveRow]:
         """The deltas delivered since the last take."""
@@ -96,6 +100,7 @@ class LiveHub:
         self._stop = threading.Event()
         self._listen: Any = None  # Postgres: the LISTENing connection
         self._last_id = 0  # SQLite: the last row the watcher saw
+        self._reads: dict[tuple[Any, ...], asyncio.Future[Any]] = {}  # see once()
 
     # -- followers ---------------------------------------------------------------
 
@@ -124,11 +129,33 @@ class LiveHub:
         with self._store.read() as conn:
             return db.current(conn, session_id)
 
-    def closing(self, sub: Subscription, turn_id: str, seqs: tuple[int, int]) -> list[LiveRow]:
-        """The stored deltas of the turn's call that event ``seqs[1]`` closes, if it still
-        streamed when ``sub`` began (blocking)."""
+    def closing(
+        self, session_id: str, turn_id: str, seqs: tuple[int, int]
+    ) -> list[tuple[LiveRow, float | None]]:
+        """The stored deltas of the turn's call that event ``seqs[1]`` closes, each with
+        when its call was done (blocking)."""
         with self._store.read() as conn:
-            return db.closing(conn, sub.session_id, turn_id, seqs, sub.since)
+            return db.closing(conn, session_id, turn_id, seqs)
+
+    async def once(self, key: tuple[Any, ...], read: Callable[[], Awaitable[Any]]) -> Any:
+        """What ``read()`` returns, read once for all of this loop's followers that ask
+        for ``key`` while it runs (a hundred followers of a session need the same
+        events at the same moment: one read, not a hundred)."""
+        loop = asyncio.get_running_loop()
+        key = (id(loop), *key)
+        future = self._reads.get(key)
+        if future is None or future.get_loop() is not loop:
+            future = asyncio.ensure_future(read())
+            self._reads[key] = future
+
+            def done(found: asyncio.Future[Any]) -> None:
+                if self._reads.get(key) is found:
+                    del self._reads[key]
+                if not found.cancelled():
+                    found.exception()  # each follower that asked raises it
+
+            future.add_done_callback(done)
+        return await asyncio.shield(future)
 
     @property
     def followers(self) -> int:
@@ -159,9 +186,13 @@ class LiveHub:
             while len(seen) > _SEEN_LIMIT:
                 seen.popitem(last=False)
             targets = [(self._subs[s].copy(), found) for s, found in by_session.items()]
+        woken: dict[asyncio.AbstractEventLoop, list[Subscription]] = {}
         for subs, found in targets:
             for sub in subs:
-                sub._put(found)
+                if sub._add(found):
+                    woken.setdefault(sub._loop, []).append(sub)
+        for loop, ready in woken.items():  # one wake-up per loop, not one per follower
+            _wake(loop, ready)
 
     # -- the watcher ---------------------------------------------------------------
 
@@ -230,6 +261,17 @@ class LiveHub:
         for sub in subs:  # their followers end (the App is stopping)
             sub.closed = True
             sub._put(())
+
+
+def _wake(loop: asyncio.AbstractEventLoop, subs: list[Subscription]) -> None:
+    """Wake the followers of ``subs`` (all on ``loop``), from any thread."""
+
+    def ready() -> None:
+        for sub in subs:
+            sub._ready.set()
+
+    with contextlib.suppress(RuntimeError):  # the followers' loop is closed: they are gone
+        loop.call_soon_threadsafe(ready)
 
 
 def _listening(url: str) -> Any:

@@ -69,7 +69,20 @@ async def follow_live(
     queue: asyncio.Queue[Any] = asyncio.Queue(_DURABLE_QUEUE)
     pump = asyncio.ensure_future(_pump(durable, queue))
     getter: asyncio.Future[Any] | None = None
-    merge = _Merge(after, read_events, sub.since)
+
+    async def read(after: int, limit: int) -> list[Event]:  # shared by the session's followers
+        return list(
+            await hub.once(("events", session_id, after, limit), lambda: read_events(after, limit))
+        )
+
+    async def closing(turn_id: str, seqs: tuple[int, int]) -> list[LiveRow]:
+        key = ("closing", session_id, turn_id, seqs)
+        found = await hub.once(
+            key, lambda: asyncio.to_thread(hub.closing, session_id, turn_id, seqs)
+        )
+        return [row for row, done in found if done is None or done >= sub.since]
+
+    merge = _Merge(after, read, sub.since)
     try:
         rows: deque[LiveRow] = deque(await asyncio.to_thread(hub.backlog, session_id))
         while True:
@@ -102,7 +115,7 @@ async def follow_live(
                 assert item.turn_id is not None
                 rows.extend(sub.take())
                 seqs = (start, item.seq)
-                rows.extend(await asyncio.to_thread(hub.closing, sub, item.turn_id, seqs))
+                rows.extend(await closing(item.turn_id, seqs))
                 while rows:
                     async for live in merge.live(rows.popleft()):
                         yield live
