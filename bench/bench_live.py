@@ -1,11 +1,12 @@
 """Live output: time to first delta and per-delta delay, vs the model read directly.
 
-Run: python bench/bench_live.py [--pieces N] [--followers N]
+Run: python bench/bench_live.py [--pieces N] [--followers N] [--turns N]
 
 One streaming scripted model (:class:`turnkit.testing.StreamingScriptedModel`,
 4 characters a piece, a piece every 25 ms, so coalescing never merges two)
 is read four ways in one run, each on a fresh SQLite database (WAL). Each
-App runs a first turn to warm up; the second is measured.
+App runs a first turn to warm up, then N measured turns (``--turns``, 5):
+the first delta is the median over them, the per-delta delays are pooled.
 
 - floor: ``model.stream()`` iterated directly, in this process.
 - ``app.follow(session, live=True)``: the App runs the turn in this process
@@ -23,9 +24,10 @@ machine; the server reports its model's times over a bench-only route).
 Time to first delta: from the model call's start to the first delta read by
 the follower (for SSE: received on the client's socket). Per-delta delay:
 from the model yielding piece i to the follower receiving delta i (every
-piece is one delta at this pace). F followers: the first delta is their
-mean, the delays are pooled over all of them. Goals: the first delta within
-5 ms of the floor; F SSE followers under 2x one follower's median delay.
+piece is one delta at this pace). F followers: each measured turn has F
+new followers; the first delta is the median over all followers and turns,
+the delays are pooled. Goals: the first delta within 5 ms of the floor; F
+SSE followers under 2x one follower's median delay.
 """
 
 from __future__ import annotations
@@ -67,13 +69,16 @@ def delays(call_at: float, piece_times: list[float], got: list[tuple[int, float]
     return first, [(at - piece_times[i]) * 1000 for i, at in got if i < len(piece_times)]
 
 
-async def floor(pieces: int) -> Delays:
-    model = model_for(pieces, 1)
-    got = []
-    async for event in model.stream(ModelRequest(())):
-        if event.type == "text_delta":
-            got.append((len(got), time.perf_counter()))
-    return delays(model.call_times[-1], model.piece_times[-pieces:], got)
+async def floor(pieces: int, turns: int) -> list[Delays]:
+    model = model_for(pieces, turns)
+    results = []
+    for _ in range(turns):
+        got = []
+        async for event in model.stream(ModelRequest(())):
+            if event.type == "text_delta":
+                got.append((len(got), time.perf_counter()))
+        results.append(delays(model.call_times[-1], model.piece_times[-pieces:], got))
+    return results
 
 
 def live_app(db: Path, model: StreamingScriptedModel) -> App:
@@ -82,12 +87,13 @@ def live_app(db: Path, model: StreamingScriptedModel) -> App:
     return app
 
 
-async def through_follow(db: Path, pieces: int) -> Delays:
-    model = model_for(pieces, 2)
+async def through_follow(db: Path, pieces: int, turns: int) -> list[Delays]:
+    model = model_for(pieces, 1 + turns)
     app = live_app(db, model)
+    results = []
     async with app:
         session = await app.create_session("writer")
-        for _ in range(2):  # the first turn warms the App up; the second is measured
+        for turn in range(1 + turns):  # the first turn warms the App up
             got: list[tuple[int, float]] = []
             follower = app.follow(session.id, after=len(await app.events(session.id)), live=True)
             await app.send(session.id, text="Go")
@@ -97,13 +103,15 @@ async def through_follow(db: Path, pieces: int) -> Delays:
                 elif item.type == "turn.completed":
                     break
             await follower.aclose()
-    return delays(model.call_times[-1], model.piece_times[-pieces:], got)
+            if turn:
+                results.append(delays(model.call_times[-1], model.piece_times[-pieces:], got))
+    return results
 
 
 # -- the server subprocess ------------------------------------------------------------
 
 
-def serve(db: Path, pieces: int) -> None:
+def serve(db: Path, pieces: int, turns: int) -> None:
     """The SSE rows' server: the App and uvicorn, with bench-only routes for the
     model's times, the number of live followers, and waiting for a turn."""
     import socket
@@ -112,7 +120,7 @@ def serve(db: Path, pieces: int) -> None:
 
     from turnkit.server import create_app
 
-    model = model_for(pieces, 2)
+    model = model_for(pieces, 1 + turns)
     app = live_app(db, model)
     api = create_app(app, None)
 
@@ -175,17 +183,18 @@ class SSEClient(asyncio.Protocol):
         return got
 
 
-async def through_sse(db: Path, pieces: int, followers: int) -> list[Delays]:
+async def through_sse(db: Path, pieces: int, followers: int, turns: int) -> list[Delays]:
+    """Each measured turn's followers' (first delta, delays)."""
     import httpx2
 
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     args = [sys.executable, __file__, "--serve", str(db), "--pieces", str(pieces)]
-    server = subprocess.Popen(args, stdout=subprocess.PIPE, env=env)
+    server = subprocess.Popen([*args, "--turns", str(turns)], stdout=subprocess.PIPE, env=env)
+    results = []
     try:
         assert server.stdout is not None
         port = int(await asyncio.to_thread(server.stdout.readline))
-        base = f"http://127.0.0.1:{port}"
-        async with httpx2.AsyncClient(base_url=base, timeout=60) as http:
+        async with httpx2.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
             while True:
                 try:
                     await http.get("/healthz")
@@ -195,31 +204,39 @@ async def through_sse(db: Path, pieces: int, followers: int) -> list[Delays]:
             sid = (await http.post("/sessions", json={"agent": "writer"})).json()["id"]
             warm = await http.post(f"/sessions/{sid}/turns", json={"input": {"text": "Warm"}})
             await http.get(f"/bench/wait/{warm.json()['turn_id']}")  # the first turn warms up
-            after = len((await http.get(f"/sessions/{sid}/events")).json())
-            request = (
-                f"GET /sessions/{sid}/events?live=true&after={after} HTTP/1.1\r\n"
-                f"Host: 127.0.0.1:{port}\r\nAccept: text/event-stream\r\n\r\n"
-            ).encode()
-            loop = asyncio.get_running_loop()
-            clients = []
-            for _ in range(followers):
-                _, client = await loop.create_connection(
-                    lambda: SSEClient(request), "127.0.0.1", port
-                )
-                clients.append(client)
-            await asyncio.gather(*(c.started for c in clients))
-            while (await http.get("/bench/followers")).json() < followers:
-                await asyncio.sleep(0.01)  # every stream subscribed
-            await http.post(f"/sessions/{sid}/turns", json={"input": {"text": "Go"}})
-            await asyncio.wait_for(asyncio.gather(*(c.done for c in clients)), 60)
-            for client in clients:
-                client.transport.close()
-            times = (await http.get("/bench/times")).json()
+            for _ in range(turns):
+                clients = await _sse_turn(http, port, sid, followers)
+                times = (await http.get("/bench/times")).json()
+                call_at, piece_times = times["call"][-1], times["pieces"][-pieces:]
+                results += [delays(call_at, piece_times, client.deltas()) for client in clients]
     finally:
         server.terminate()
         await asyncio.to_thread(server.wait, 10)
-    call_at, piece_times = times["call"][-1], times["pieces"][-pieces:]
-    return [delays(call_at, piece_times, client.deltas()) for client in clients]
+    return results
+
+
+async def _sse_turn(http: Any, port: int, sid: str, followers: int) -> list[SSEClient]:
+    """One turn followed by ``followers`` new SSE streams, read to its end."""
+    after = len((await http.get(f"/sessions/{sid}/events")).json())
+    request = (
+        f"GET /sessions/{sid}/events?live=true&after={after} HTTP/1.1\r\n"
+        f"Host: 127.0.0.1:{port}\r\nAccept: text/event-stream\r\n\r\n"
+    ).encode()
+    loop = asyncio.get_running_loop()
+    clients = []
+    for _ in range(followers):
+        _, client = await loop.create_connection(lambda: SSEClient(request), "127.0.0.1", port)
+        clients.append(client)
+    await asyncio.gather(*(c.started for c in clients))
+    while (await http.get("/bench/followers")).json() < followers:
+        await asyncio.sleep(0.01)  # every stream subscribed
+    await http.post(f"/sessions/{sid}/turns", json={"input": {"text": "Go"}})
+    await asyncio.wait_for(asyncio.gather(*(c.done for c in clients)), 60)
+    for client in clients:
+        client.transport.close()
+    while (await http.get("/bench/followers")).json():
+        await asyncio.sleep(0.01)  # every stream gone
+    return clients
 
 
 def p(values: list[float], q: float) -> float:
@@ -227,18 +244,26 @@ def p(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
 
 
-async def main(pieces: int, followers: int) -> None:
+def row(results: list[Delays]) -> Delays:
+    """The median first delta, and every delay."""
+    return statistics.median(f for f, _ in results), [d for _, ds in results for d in ds]
+
+
+async def main(pieces: int, followers: int, turns: int) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench_live_"))
-    rows = [("floor: model.stream()", await floor(pieces))]
-    rows.append(("follow(live=True)", await through_follow(tmp / "f.db", pieces)))
-    (one,) = await through_sse(tmp / "s1.db", pieces, 1)
+    rows = [("floor: model.stream()", row(await floor(pieces, turns)))]
+    rows.append(("follow(live=True)", row(await through_follow(tmp / "f.db", pieces, turns))))
+    one = row(await through_sse(tmp / "s1.db", pieces, 1, turns))
     rows.append(("SSE ?live=true, 1 follower", one))
-    many = await through_sse(tmp / "sn.db", pieces, followers)
-    pooled = (statistics.mean(f for f, _ in many), [d for _, ds in many for d in ds])
-    rows.append((f"SSE ?live=true, {followers} followers", pooled))
-    received = sum(len(ds) for _, ds in many)
+    many_results = await through_sse(tmp / "sn.db", pieces, followers, turns)
+    many = row(many_results)
+    rows.append((f"SSE ?live=true, {followers} followers", many))
+    received = sum(len(ds) for _, ds in many_results)
     base_first = rows[0][1][0]
-    print(f"{pieces} deltas of {CHUNK} chars, one every {DELAY * 1000:.0f} ms (SQLite, WAL)")
+    print(
+        f"{pieces} deltas of {CHUNK} chars, one every {DELAY * 1000:.0f} ms (SQLite, WAL); "
+        f"{turns} measured turns a row"
+    )
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}\n")
     header = f"{'path':<34}{'first delta ms':>15}{'vs floor ms':>12}{'delay p50':>11}{'p95':>8}"
     print(header)
@@ -246,8 +271,8 @@ async def main(pieces: int, followers: int) -> None:
     for name, (first, ds) in rows:
         extra = first - base_first
         print(f"{name:<34}{first:>15.2f}{extra:>+12.2f}{p(ds, 0.5):>11.2f}{p(ds, 0.95):>8.2f}")
-    ratio = p(pooled[1], 0.5) / max(p(one[1], 0.5), 1e-9)
-    print(f"\n{followers} SSE followers received {received} of {followers * pieces} deltas")
+    ratio = p(many[1], 0.5) / max(p(one[1], 0.5), 1e-9)
+    print(f"\n{followers} SSE followers received {received} of {followers * pieces * turns} deltas")
     print(f"{followers} SSE followers / 1 follower, median per-delta delay: {ratio:.2f}x")
     print(f"first delta through follow(live=True) vs floor: {rows[1][1][0] - base_first:+.2f} ms")
     print(f"first delta through SSE (1 follower) vs floor: {one[0] - base_first:+.2f} ms")
@@ -257,9 +282,10 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pieces", type=int, default=40)
     parser.add_argument("--followers", type=int, default=100)
+    parser.add_argument("--turns", type=int, default=5)
     parser.add_argument("--serve", metavar="DB", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        serve(Path(args.serve), args.pieces)
+        serve(Path(args.serve), args.pieces, args.turns)
     else:
-        asyncio.run(main(args.pieces, args.followers))
+        asyncio.run(main(args.pieces, args.followers, args.turns))
