@@ -2,10 +2,13 @@
 
 The hub hands the deltas of streaming model calls to this process's live
 followers (:class:`Subscription`, one per ``follow(live=True)``). A turn
-running here stores its deltas (:mod:`turnkit.sessions.db.live`) and hands
-them over once committed, so whatever a follower was given is also in the
-table until a while after the reply is recorded: a follower that subscribes first and
-then reads the table misses nothing. Deltas written by other processes
+running here hands its deltas to this process's followers at once
+(:meth:`LiveHub.hand_over`), then stores them (:mod:`turnkit.sessions.db.live`)
+for followers elsewhere and later; until that write commits the hub holds
+them, and :meth:`LiveHub.backlog` gives the table's and the held ones: a
+follower that subscribes first and then reads the backlog misses nothing
+(the table keeps a call's deltas until a while after its reply is
+recorded). Deltas written by other processes
 arrive through a watcher thread that runs while someone follows: on
 Postgres it ``LISTEN``s on ``turnkit_live``; on SQLite it polls the table
 by id every :data:`POLL_S` (simplest, and bounded: one indexed query on a
@@ -101,6 +104,7 @@ class LiveHub:
         self._listen: Any = None  # Postgres: the LISTENing connection
         self._last_id = 0  # SQLite: the last row the watcher saw
         self._reads: dict[tuple[Any, ...], asyncio.Future[Any]] = {}  # see once()
+        self._held: dict[str, list[LiveRow]] = {}  # session -> handed over, not yet committed
 
     # -- followers ---------------------------------------------------------------
 
@@ -125,9 +129,14 @@ class LiveHub:
                     del self._subs[sub.session_id]
 
     def backlog(self, session_id: str) -> list[LiveRow]:
-        """The stored deltas of the session's calls still streaming (blocking)."""
+        """The deltas of the session's calls still streaming: stored, or handed over
+        here and still being written (blocking)."""
+        with self._lock:  # first: a held delta leaves only once its write committed
+            held = list(self._held.get(session_id, ()))
         with self._store.read() as conn:
-            return db.current(conn, session_id)
+            rows = db.current(conn, session_id)
+        stored = {(row.stream, row.event.index) for row in rows}
+        return rows + [row for row in held if (row.stream, row.event.index) not in stored]
 
     def closing(
         self, session_id: str, turn_id: str, seqs: tuple[int, int]
@@ -164,11 +173,35 @@ class LiveHub:
 
     # -- deltas --------------------------------------------------------------------
 
+    def hand_over(self, stream: str, events: Sequence[LiveEvent]) -> list[LiveRow]:
+        """Give one model call's new deltas to this process's followers now, and hold
+        them until :meth:`store` has written them (any thread)."""
+        rows = [LiveRow(0, stream, event) for event in events]  # row ids come with the write
+        if rows:
+            with self._lock:
+                self._held.setdefault(rows[0].event.session_id, []).extend(rows)
+            self.deliver(rows)
+        return rows
+
+    def store(self, step: str, rows: Sequence[LiveRow]) -> None:
+        """Write deltas :meth:`hand_over` gave (blocking); then they are no longer held."""
+        if not rows:
+            return
+        try:
+            with self._store.turn_write() as tx:
+                db.insert(tx, step, rows[0].stream, [row.event for row in rows])
+        finally:
+            session_id = rows[0].event.session_id
+            with self._lock:
+                held = self._held.get(session_id, [])
+                written = {id(row) for row in rows}
+                held[:] = [row for row in held if id(row) not in written]
+                if not held:
+                    self._held.pop(session_id, None)
+
     def publish(self, step: str, stream: str, events: Sequence[LiveEvent]) -> None:
-        """Store one model call's new deltas, then hand them to followers (blocking)."""
-        with self._store.turn_write() as tx:
-            rows = db.insert(tx, step, stream, events)
-        self.deliver(rows)
+        """Hand one model call's new deltas over, then store them (blocking)."""
+        self.store(step, self.hand_over(stream, events))
 
     def deliver(self, rows: Sequence[LiveRow]) -> None:
         """Hand committed deltas to the followers of their sessions, each once."""

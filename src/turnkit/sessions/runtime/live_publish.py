@@ -7,11 +7,12 @@ went out (a timer sends what waits), so a fast model makes at most one
 delta per 20 ms or per 64 characters, whatever its own chunking. A change
 of kind (text, thinking, another tool's input) sends what was gathered
 first, so the order holds; the first delta of a call goes out at once. One
-writer task stores them (each write takes whatever gathered meanwhile) and
-the hub hands them over after the commit. The writer's first job, in a
-worker thread, writes what the turn buffered before the call (which gives
-the seq the deltas stand after) and then, in the same thread, the deltas
-gathered meanwhile: the first delta costs one thread hop, not two.
+writer task hands them to this process's followers (the hub) and then stores
+them for the others (each write takes whatever gathered meanwhile). The
+writer's first job, in a worker thread, writes what the turn buffered before
+the call (which gives the seq the deltas stand after) and then, in the same
+thread, hands over and stores the deltas gathered meanwhile: the first delta
+waits for one thread hop and that write, later ones for neither.
 
 Live output is best effort and never fails a turn: an error storing deltas
 is logged and the rest of the call streams nothing (the durable ``message``
@@ -132,9 +133,9 @@ class LivePublisher:
             while True:
                 await self._wake.wait()
                 self._wake.clear()
-                events = self._take()
-                if events:
-                    await asyncio.to_thread(self._hub.publish, self._step, self._stream, events)
+                rows = self._hub.hand_over(self._stream, self._take())
+                if rows:
+                    await asyncio.to_thread(self._hub.store, self._step, rows)
                 if self._closing and not self._drafts:
                     return
         except asyncio.CancelledError:
