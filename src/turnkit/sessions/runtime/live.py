@@ -87,8 +87,13 @@ class Subscription:
         return bool(self._items) or self.dropped or self.closed
 
     async def wait(self) -> None:
-        """Return once there is something to take (or the follower was dropped)."""
+        """Return once there is something to take (or the follower was dropped), or
+        :meth:`notify` was called, since the last take."""
         await self._ready.wait()
+
+    def notify(self) -> None:
+        """Wake :meth:`wait` (on the follower's loop): its other source has news."""
+        self._ready.set()
 
 
 class LiveHub:

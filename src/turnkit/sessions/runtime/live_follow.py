@@ -67,8 +67,7 @@ async def follow_live(
     loop = asyncio.get_running_loop()
     sub = await asyncio.to_thread(hub.subscribe, session_id, loop)
     queue: asyncio.Queue[Any] = asyncio.Queue(_DURABLE_QUEUE)
-    pump = asyncio.ensure_future(_pump(durable, queue))
-    getter: asyncio.Future[Any] | None = None
+    pump = asyncio.ensure_future(_pump(durable, queue, sub.notify))
 
     async def read(after: int, limit: int) -> list[Event]:  # shared by the session's followers
         return list(
@@ -95,17 +94,10 @@ async def follow_live(
                 async for item in merge.live(rows.popleft()):
                     yield item
                 continue
-            if getter is None:
-                getter = asyncio.ensure_future(queue.get())
-            if not getter.done():
-                waiting = asyncio.ensure_future(sub.wait())
-                try:
-                    await asyncio.wait({getter, waiting}, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    waiting.cancel()
-                if not getter.done():
-                    continue
-            item, getter = getter.result(), None
+            if queue.empty():  # woken by a delivery or by the pump (take() cleared it)
+                await sub.wait()
+                continue
+            item = queue.get_nowait()
             if item is _END:
                 return
             if isinstance(item, BaseException):
@@ -123,22 +115,26 @@ async def follow_live(
                 yield event
     finally:
         hub.unsubscribe(sub)
-        for task in (getter, pump):
-            if task is not None:
-                task.cancel()
+        pump.cancel()
         with contextlib.suppress(BaseException):
             await pump
 
 
-async def _pump(durable: AsyncIterator[Event], queue: asyncio.Queue[Any]) -> None:
+async def _pump(
+    durable: AsyncIterator[Event], queue: asyncio.Queue[Any], notify: Callable[[], None]
+) -> None:
+    """Read the durable events into ``queue``, waking the follower after each."""
     try:
         async for event in durable:
             await queue.put(event)
+            notify()
         await queue.put(_END)
+        notify()
     except asyncio.CancelledError:
         raise
     except Exception as err:
         await queue.put(err)
+        notify()
     finally:
         with contextlib.suppress(BaseException):
             await durable.aclose()  # type: ignore[attr-defined]
