@@ -1,22 +1,33 @@
 """Live output: time to first delta and per-delta delay, vs the model read directly.
 
-Run: python bench/bench_live.py [--pieces N] [--followers N] [--rounds N]
+Run: python bench/bench_live.py [--pieces N] [--followers N] [--turns N]
 
 One streaming scripted model (:class:`turnkit.testing.StreamingScriptedModel`,
 4 characters a piece, a piece every 25 ms, so coalescing never merges two)
-is read four ways in one run, each on a fresh SQLite database (WAL):
+is read four ways in one run, each on a fresh SQLite database (WAL). Each
+App runs a first turn to warm up, then N measured turns (``--turns``, 5):
+the first delta is the median over them, the per-delta delays are pooled.
 
-- floor: ``model.stream()`` iterated directly;
-- ``app.follow(session, live=True)`` in the process that runs the turn;
-- SSE ``GET /sessions/{id}/events?live=true`` from a server in this process
-  (uvicorn in a thread), one follower;
-- the same with F followers of one turn.
+- floor: ``model.stream()`` iterated directly, in this process.
+- ``app.follow(session, live=True)``: the App runs the turn in this process
+  and the follower reads it here (the path of an in-process chat UI).
+- SSE, 1 follower: ``turnkit.server.create_app`` served by uvicorn in a
+  subprocess (``--serve``) on 127.0.0.1; this process reads
+  ``GET /sessions/{id}/events?live=true`` over a plain socket
+  (an ``asyncio.Protocol`` that stamps each read with the time it came in,
+  and parses the SSE lines afterwards, so the client costs next to nothing).
+- SSE, F followers: the same server subprocess, F such sockets on one turn.
 
-Each App runs a first turn to warm up; the second is measured.
-Time to first delta: from the model call's start to the first delta read.
-Per-delta delay: from the model yielding a piece to that piece's delta
-being read (the same clock, ``time.perf_counter``). Goals: the first delta
-within 5 ms of the floor; F SSE followers under 2x one follower's delay.
+Times: the model records when its call began and when it yielded each piece
+(``time.perf_counter``, CLOCK_MONOTONIC: one clock for every process on the
+machine; the server reports its model's times over a bench-only route).
+Time to first delta: from the model call's start to the first delta read by
+the follower (for SSE: received on the client's socket). Per-delta delay:
+from the model yielding piece i to the follower receiving delta i (every
+piece is one delta at this pace). F followers: each measured turn has F
+new followers; the first delta is the median over all followers and turns,
+the delays are pooled. Goals: the first delta within 5 ms of the floor; F
+SSE followers under 2x one follower's median delay.
 """
 
 from __future__ import annotations
@@ -24,9 +35,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -38,6 +51,8 @@ from turnkit.testing import StreamingScriptedModel
 CHUNK = 4
 DELAY = 0.025
 
+Delays = tuple[float, list[float]]
+
 
 def text_of(pieces: int) -> str:
     return ("word" * pieces)[: pieces * CHUNK]
@@ -47,22 +62,23 @@ def model_for(pieces: int, rounds: int) -> StreamingScriptedModel:
     return StreamingScriptedModel([text_of(pieces)] * rounds, chunk=CHUNK, delay=DELAY)
 
 
-def delays(
-    model: StreamingScriptedModel, got: list[tuple[int, float]]
-) -> tuple[float, list[float]]:
-    """Time to first delta, and each piece's delay (ms), from (index, read at) pairs."""
-    first = (got[0][1] - model.call_times[-1]) * 1000
-    times = model.piece_times[-len(got) :] if len(got) <= len(model.piece_times) else []
-    return first, [(at - times[i]) * 1000 for i, (_, at) in enumerate(got) if i < len(times)]
+def delays(call_at: float, piece_times: list[float], got: list[tuple[int, float]]) -> Delays:
+    """Time to first delta, and each delta's delay (ms), from (index, read at) pairs
+    against the last call's start and piece times."""
+    first = (got[0][1] - call_at) * 1000 if got else float("nan")
+    return first, [(at - piece_times[i]) * 1000 for i, at in got if i < len(piece_times)]
 
 
-async def floor(pieces: int) -> tuple[float, list[float]]:
-    model = model_for(pieces, 1)
-    got = []
-    async for event in model.stream(ModelRequest(())):
-        if event.type == "text_delta":
-            got.append((len(got), time.perf_counter()))
-    return delays(model, got)
+async def floor(pieces: int, turns: int) -> list[Delays]:
+    model = model_for(pieces, turns)
+    results = []
+    for _ in range(turns):
+        got = []
+        async for event in model.stream(ModelRequest(())):
+            if event.type == "text_delta":
+                got.append((len(got), time.perf_counter()))
+        results.append(delays(model.call_times[-1], model.piece_times[-pieces:], got))
+    return results
 
 
 def live_app(db: Path, model: StreamingScriptedModel) -> App:
@@ -71,12 +87,13 @@ def live_app(db: Path, model: StreamingScriptedModel) -> App:
     return app
 
 
-async def through_follow(db: Path, pieces: int) -> tuple[float, list[float]]:
-    model = model_for(pieces, 2)
+async def through_follow(db: Path, pieces: int, turns: int) -> list[Delays]:
+    model = model_for(pieces, 1 + turns)
     app = live_app(db, model)
+    results = []
     async with app:
         session = await app.create_session("writer")
-        for _ in range(2):  # the first turn warms the App up; the second is measured
+        for turn in range(1 + turns):  # the first turn warms the App up
             got: list[tuple[int, float]] = []
             follower = app.follow(session.id, after=len(await app.events(session.id)), live=True)
             await app.send(session.id, text="Go")
@@ -86,59 +103,140 @@ async def through_follow(db: Path, pieces: int) -> tuple[float, list[float]]:
                 elif item.type == "turn.completed":
                     break
             await follower.aclose()
-    return delays(model, got)
+            if turn:
+                results.append(delays(model.call_times[-1], model.piece_times[-pieces:], got))
+    return results
 
 
-async def sse_follower(http: Any, url: str, ready: asyncio.Event) -> list[tuple[int, float]]:
-    got = []
-    async with http.stream("GET", url, headers={"Accept": "text/event-stream"}) as stream:
-        ready.set()
-        event = None
-        async for line in stream.aiter_lines():
-            if line.startswith("event: "):
-                event = line[7:]
-            elif line.startswith("data: ") and event == "text.delta":
-                got.append((json.loads(line[6:])["index"], time.perf_counter()))
-            elif line.startswith("data: ") and event == "turn.completed":
-                return got
-    return got
+# -- the server subprocess ------------------------------------------------------------
 
 
-async def through_sse(db: Path, pieces: int, followers: int) -> list[tuple[float, list[float]]]:
-    import httpx2
+def serve(db: Path, pieces: int, turns: int) -> None:
+    """The SSE rows' server: the App and uvicorn, with bench-only routes for the
+    model's times, the number of live followers, and waiting for a turn."""
+    import socket
+
     import uvicorn
 
     from turnkit.server import create_app
 
-    model = model_for(pieces, 2)
+    model = model_for(pieces, 1 + turns)
     app = live_app(db, model)
-    config = uvicorn.Config(create_app(app, None), host="127.0.0.1", port=0, log_level="error")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        await asyncio.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    limits = httpx2.Limits(max_connections=followers + 10)
-    base = f"http://127.0.0.1:{port}"
+    api = create_app(app, None)
+
+    @api.get("/bench/times")
+    async def times() -> dict[str, Any]:
+        return {"call": model.call_times, "pieces": model.piece_times}
+
+    @api.get("/bench/followers")
+    async def followers() -> int:
+        return int(app.runtime.live.followers)
+
+    @api.get("/bench/wait/{turn_id}")
+    async def wait(turn_id: str) -> str:
+        await app.wait(turn_id, timeout=60)
+        return "done"
+
+    sock = socket.create_server(("127.0.0.1", 0))
+    print(sock.getsockname()[1], flush=True)
+    config = uvicorn.Config(api, log_level="error", timeout_graceful_shutdown=2)
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+class SSEClient(asyncio.Protocol):
+    """One ``GET .../events?live=true``: each read stamped as it arrives, parsed after."""
+
+    def __init__(self, request: bytes) -> None:
+        self.request = request
+        self.reads: list[tuple[float, bytes]] = []
+        self.started = asyncio.get_running_loop().create_future()
+        self.done = asyncio.get_running_loop().create_future()
+        self.transport: Any = None
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        transport.write(self.request)
+
+    def data_received(self, data: bytes) -> None:
+        self.reads.append((time.perf_counter(), data))
+        if not self.started.done():
+            self.started.set_result(None)
+        if b"event: turn.completed" in data and not self.done.done():
+            self.done.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+    def deltas(self) -> list[tuple[int, float]]:
+        """(index, received at) of each text delta (a read that completes its line)."""
+        got, buffer, event = [], b"", None
+        for at, data in self.reads:
+            buffer += data
+            *lines, buffer = buffer.split(b"\n")
+            for raw in lines:
+                line = raw.rstrip(b"\r")
+                if line.startswith(b"event: "):
+                    event = line[7:]
+                elif line.startswith(b"data: ") and event == b"text.delta":
+                    got.append((json.loads(line[6:])["index"], at))
+        return got
+
+
+async def through_sse(db: Path, pieces: int, followers: int, turns: int) -> list[Delays]:
+    """Each measured turn's followers' (first delta, delays)."""
+    import httpx2
+
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    args = [sys.executable, __file__, "--serve", str(db), "--pieces", str(pieces)]
+    server = subprocess.Popen([*args, "--turns", str(turns)], stdout=subprocess.PIPE, env=env)
+    results = []
     try:
-        async with httpx2.AsyncClient(base_url=base, timeout=60, limits=limits) as http:
+        assert server.stdout is not None
+        port = int(await asyncio.to_thread(server.stdout.readline))
+        async with httpx2.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+            while True:
+                try:
+                    await http.get("/healthz")
+                    break
+                except httpx2.TransportError:
+                    await asyncio.sleep(0.05)
             sid = (await http.post("/sessions", json={"agent": "writer"})).json()["id"]
             warm = await http.post(f"/sessions/{sid}/turns", json={"input": {"text": "Warm"}})
-            await app.wait(warm.json()["turn_id"], timeout=60)  # the first turn warms up
-            after = len(await app.events(sid))
-            url = f"/sessions/{sid}/events?live=true&after={after}"
-            readies = [asyncio.Event() for _ in range(followers)]
-            tasks = [asyncio.ensure_future(sse_follower(http, url, r)) for r in readies]
-            await asyncio.gather(*(r.wait() for r in readies))
-            while app.runtime.live.followers < followers:  # every stream subscribed
-                await asyncio.sleep(0.01)
-            await http.post(f"/sessions/{sid}/turns", json={"input": {"text": "Go"}})
-            results = await asyncio.gather(*tasks)
+            await http.get(f"/bench/wait/{warm.json()['turn_id']}")  # the first turn warms up
+            for _ in range(turns):
+                clients = await _sse_turn(http, port, sid, followers)
+                times = (await http.get("/bench/times")).json()
+                call_at, piece_times = times["call"][-1], times["pieces"][-pieces:]
+                results += [delays(call_at, piece_times, client.deltas()) for client in clients]
     finally:
-        server.should_exit = True
-        thread.join(10)
-    return [delays(model, got) for got in results]
+        server.terminate()
+        await asyncio.to_thread(server.wait, 10)
+    return results
+
+
+async def _sse_turn(http: Any, port: int, sid: str, followers: int) -> list[SSEClient]:
+    """One turn followed by ``followers`` new SSE streams, read to its end."""
+    after = len((await http.get(f"/sessions/{sid}/events")).json())
+    request = (
+        f"GET /sessions/{sid}/events?live=true&after={after} HTTP/1.1\r\n"
+        f"Host: 127.0.0.1:{port}\r\nAccept: text/event-stream\r\n\r\n"
+    ).encode()
+    loop = asyncio.get_running_loop()
+    clients = []
+    for _ in range(followers):
+        _, client = await loop.create_connection(lambda: SSEClient(request), "127.0.0.1", port)
+        clients.append(client)
+    await asyncio.gather(*(c.started for c in clients))
+    while (await http.get("/bench/followers")).json() < followers:
+        await asyncio.sleep(0.01)  # every stream subscribed
+    await http.post(f"/sessions/{sid}/turns", json={"input": {"text": "Go"}})
+    await asyncio.wait_for(asyncio.gather(*(c.done for c in clients)), 60)
+    for client in clients:
+        client.transport.close()
+    while (await http.get("/bench/followers")).json():
+        await asyncio.sleep(0.01)  # every stream gone
+    return clients
 
 
 def p(values: list[float], q: float) -> float:
@@ -146,31 +244,48 @@ def p(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
 
 
-async def main(pieces: int, followers: int) -> None:
+def row(results: list[Delays]) -> Delays:
+    """The median first delta, and every delay."""
+    return statistics.median(f for f, _ in results), [d for _, ds in results for d in ds]
+
+
+async def main(pieces: int, followers: int, turns: int) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench_live_"))
-    rows = [("floor: model.stream()", await floor(pieces))]
-    rows.append(("follow(live=True)", await through_follow(tmp / "f.db", pieces)))
-    (one,) = await through_sse(tmp / "s1.db", pieces, 1)
+    rows = [("floor: model.stream()", row(await floor(pieces, turns)))]
+    rows.append(("follow(live=True)", row(await through_follow(tmp / "f.db", pieces, turns))))
+    one = row(await through_sse(tmp / "s1.db", pieces, 1, turns))
     rows.append(("SSE ?live=true, 1 follower", one))
-    many = await through_sse(tmp / "sn.db", pieces, followers)
-    pooled = (statistics.mean(f for f, _ in many), [d for _, ds in many for d in ds])
-    rows.append((f"SSE ?live=true, {followers} followers", pooled))
+    many_results = await through_sse(tmp / "sn.db", pieces, followers, turns)
+    many = row(many_results)
+    rows.append((f"SSE ?live=true, {followers} followers", many))
+    received = sum(len(ds) for _, ds in many_results)
     base_first = rows[0][1][0]
-    print(f"{pieces} deltas of {CHUNK} chars, one every {DELAY * 1000:.0f} ms (SQLite, WAL)\n")
+    print(
+        f"{pieces} deltas of {CHUNK} chars, one every {DELAY * 1000:.0f} ms (SQLite, WAL); "
+        f"{turns} measured turns a row"
+    )
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}\n")
     header = f"{'path':<34}{'first delta ms':>15}{'vs floor ms':>12}{'delay p50':>11}{'p95':>8}"
     print(header)
     print("-" * len(header))
     for name, (first, ds) in rows:
         extra = first - base_first
         print(f"{name:<34}{first:>15.2f}{extra:>+12.2f}{p(ds, 0.5):>11.2f}{p(ds, 0.95):>8.2f}")
-    ratio = p(pooled[1], 0.5) / max(p(one[1], 0.5), 1e-9)
-    print(f"\n{followers} SSE followers / 1 follower, median per-delta delay: {ratio:.2f}x")
+    ratio = p(many[1], 0.5) / max(p(one[1], 0.5), 1e-9)
+    print(f"\n{followers} SSE followers received {received} of {followers * pieces * turns} deltas")
+    print(f"{followers} SSE followers / 1 follower, median per-delta delay: {ratio:.2f}x")
     print(f"first delta through follow(live=True) vs floor: {rows[1][1][0] - base_first:+.2f} ms")
+    print(f"first delta through SSE (1 follower) vs floor: {one[0] - base_first:+.2f} ms")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pieces", type=int, default=40)
     parser.add_argument("--followers", type=int, default=100)
+    parser.add_argument("--turns", type=int, default=5)
+    parser.add_argument("--serve", metavar="DB", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    asyncio.run(main(args.pieces, args.followers))
+    if args.serve:
+        serve(Path(args.serve), args.pieces, args.turns)
+    else:
+        asyncio.run(main(args.pieces, args.followers, args.turns))

@@ -207,12 +207,14 @@ async def test_a_follower_that_does_not_read_is_dropped_and_can_follow_again(
 
     monkeypatch.setattr(live_module, "QUEUE_LIMIT", 5)  # deltas one follower may leave waiting
     text = "x" * 64 * 20  # twenty deltas of 64 characters
-    app = live_app(any_db_url, StreamingScriptedModel([text], chunk=64))
+    hold = threading.Event()  # the model streams once the follower has its first event
+    app = live_app(any_db_url, StreamingScriptedModel([text], chunk=64, hold=hold))
     async with app:
         session = await app.create_session("support")
         slow = app.follow(session.id, live=True)
         receipt = await app.send(session.id, text="Go")
         first = await asyncio.wait_for(anext(slow), TIMEOUT)  # subscribed; then it stops reading
+        hold.set()
         await app.wait(receipt.turn_id, timeout=TIMEOUT)
         with pytest.raises(SlowFollowerError) as caught:
             while True:

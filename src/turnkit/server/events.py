@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import APIRouter, Header, Path, Query, Request
@@ -30,6 +31,29 @@ __all__ = ["PING_SECONDS", "events_route"]
 
 PING_SECONDS = 15.0
 SHUTDOWN_GRACE_SECONDS = 2.0
+
+
+# The JSON of the latest events sent: a session's feed (and the live hub) hands
+# one object to all of its streams, so a hundred followers encode it once. An
+# entry holds its object, so the id is not reused while it is cached.
+_ENCODED: OrderedDict[int, tuple[Any, str]] = OrderedDict()
+_ENCODED_KEPT = 512
+
+
+def encoded(item: Any, encode: Callable[[Any], str]) -> str:
+    """``encode(item)``, computed once for an object all of a session's streams send."""
+    found = _ENCODED.get(id(item))
+    if found is not None and found[0] is item:
+        return found[1]
+    data = encode(item)
+    _ENCODED[id(item)] = (item, data)
+    while len(_ENCODED) > _ENCODED_KEPT:
+        _ENCODED.popitem(last=False)
+    return data
+
+
+def _event_json(event: Any) -> str:
+    return EventOut.model_validate(event.to_dict()).model_dump_json()
 
 
 def _wants_stream(request: Request) -> bool:
@@ -103,7 +127,7 @@ def _stream(items: AsyncIterator[Any], ping: float) -> Any:
             if isinstance(event, ServerSentEvent):  # a live delta, or the end of a slow stream
                 yield event
                 continue
-            data = EventOut.model_validate(event.to_dict()).model_dump_json()
+            data = encoded(event, _event_json)
             yield ServerSentEvent(data=data, id=str(event.seq), event=event.type)
 
     return EventSourceResponse(

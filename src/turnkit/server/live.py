@@ -30,6 +30,7 @@ async def live_items(app: Any, feeds: Any, session_id: str, after: int) -> Async
     route sends them (events as they are, deltas as ServerSentEvents)."""
     from sse_starlette import ServerSentEvent
 
+    from turnkit.server.events import encoded
     from turnkit.sessions.model.live import LiveEvent
     from turnkit.sessions.runtime.live_follow import follow_live
 
@@ -43,8 +44,7 @@ async def live_items(app: Any, feeds: Any, session_id: str, after: int) -> Async
     try:
         async for item in merged:
             if isinstance(item, LiveEvent):
-                data = json.dumps(item.to_dict(), ensure_ascii=False)
-                yield ServerSentEvent(data=data, event=item.type)
+                yield ServerSentEvent(data=encoded(item, _live_json), event=item.type)
             else:
                 yield item
     except SlowFollowerError as err:
@@ -52,3 +52,7 @@ async def live_items(app: Any, feeds: Any, session_id: str, after: int) -> Async
         yield ServerSentEvent(data=data, event="dropped")
     finally:
         await merged.aclose()  # type: ignore[attr-defined]
+
+
+def _live_json(event: Any) -> str:
+    return json.dumps(event.to_dict(), ensure_ascii=False)

@@ -80,12 +80,18 @@ def _row(values: Sequence[Any]) -> LiveRow:
     return LiveRow(row_id, stream, event)
 
 
+# Built once: the statements of every delta, with bind parameters.
+_INSERT = t.live.insert()
+_DELETE_CALL = t.live.delete().where(
+    t.live.c.turn_id == sa.bindparam("tid"), t.live.c.step == sa.bindparam("call")
+)
+
+
 def insert(tx: Tx, step: str, stream: str, events: Sequence[LiveEvent]) -> list[LiveRow]:
     """Store ``events`` (one model call's, in order); on Postgres, NOTIFY them."""
     first = events[0]
     if first.index == 0:  # an earlier attempt at this call (before a crash) is over
-        live = t.live.c
-        tx.execute(t.live.delete().where(live.turn_id == first.turn_id, live.step == step))
+        tx.execute(_DELETE_CALL, {"tid": first.turn_id, "call": step})
     rows = []
     for event in events:
         data = json.dumps(event.data, ensure_ascii=False)
@@ -99,7 +105,7 @@ def insert(tx: Tx, step: str, stream: str, events: Sequence[LiveEvent]) -> list[
             "type": event.type,
             "data": data,
         }
-        inserted = tx.execute(t.live.insert().values(**values))
+        inserted = tx.execute(_INSERT, values)
         rows.append(LiveRow(int(inserted.inserted_primary_key[0]), stream, event))
     if tx.conn.dialect.name == "postgresql":
         tx.execute(sa.text("SELECT pg_notify(:channel, :payload)"), _payloads(rows))
@@ -172,24 +178,20 @@ def current(conn: sa.Connection, session_id: str) -> list[LiveRow]:
 
 
 def closing(
-    conn: sa.Connection,
-    session_id: str,
-    turn_id: str,
-    seqs: tuple[int, int],
-    live_since: float,
-) -> list[LiveRow]:
+    conn: sa.Connection, session_id: str, turn_id: str, seqs: tuple[int, int]
+) -> list[tuple[LiveRow, float | None]]:
     """The deltas of the turn that stand at or after event ``seqs[0]`` and before
-    ``seqs[1]`` (the event that closes their call), of calls still streaming at
-    ``live_since`` (when the follower subscribed), in order."""
+    ``seqs[1]`` (the event that closes their call), in order, each with when its
+    call was done (None: still streaming). One read serves every follower that
+    asks meanwhile: each keeps those of calls still streaming when it subscribed."""
     live = t.live.c
-    query = sa.select(*_COLUMNS).where(
+    query = sa.select(*_COLUMNS, live.done_at).where(
         live.session_id == session_id,
         live.turn_id == turn_id,
         live.after_seq >= seqs[0],
         live.after_seq < seqs[1],
-        sa.or_(live.done_at.is_(None), live.done_at >= live_since),
     )
-    return [_row(values) for values in conn.execute(query.order_by(live.id))]
+    return [(_row(values[:-1]), values[-1]) for values in conn.execute(query.order_by(live.id))]
 
 
 def newer(conn: sa.Connection, after_id: int, limit: int = 1000) -> list[LiveRow]:

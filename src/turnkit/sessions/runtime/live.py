@@ -2,10 +2,13 @@
 
 The hub hands the deltas of streaming model calls to this process's live
 followers (:class:`Subscription`, one per ``follow(live=True)``). A turn
-running here stores its deltas (:mod:`turnkit.sessions.db.live`) and hands
-them over once committed, so whatever a follower was given is also in the
-table until a while after the reply is recorded: a follower that subscribes first and
-then reads the table misses nothing. Deltas written by other processes
+running here hands its deltas to this process's followers at once
+(:meth:`LiveHub.hand_over`), then stores them (:mod:`turnkit.sessions.db.live`)
+for followers elsewhere and later; until that write commits the hub holds
+them, and :meth:`LiveHub.backlog` gives the table's and the held ones: a
+follower that subscribes first and then reads the backlog misses nothing
+(the table keeps a call's deltas until a while after its reply is
+recorded). Deltas written by other processes
 arrive through a watcher thread that runs while someone follows: on
 Postgres it ``LISTEN``s on ``turnkit_live``; on SQLite it polls the table
 by id every :data:`POLL_S` (simplest, and bounded: one indexed query on a
@@ -25,7 +28,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -58,15 +61,19 @@ class Subscription:
         self._ready = asyncio.Event()
 
     def _put(self, rows: Sequence[LiveRow]) -> None:
+        if self._add(rows):
+            _wake(self._loop, [self])
+
+    def _add(self, rows: Sequence[LiveRow]) -> bool:
+        """Queue ``rows`` (without waking the follower); whether there is news for it."""
         with self._lock:
             if self.dropped:
-                return
+                return False
             self._items.extend(rows)
             if len(self._items) > QUEUE_LIMIT:
                 self.dropped = True
                 self._items.clear()
-        with contextlib.suppress(RuntimeError):  # the follower's loop is closed: it is gone
-            self._loop.call_soon_threadsafe(self._ready.set)
+        return True
 
     def take(self) -> list[LiveRow]:
         """The deltas delivered since the last take."""
@@ -80,8 +87,13 @@ class Subscription:
         return bool(self._items) or self.dropped or self.closed
 
     async def wait(self) -> None:
-        """Return once there is something to take (or the follower was dropped)."""
+        """Return once there is something to take (or the follower was dropped), or
+        :meth:`notify` was called, since the last take."""
         await self._ready.wait()
+
+    def notify(self) -> None:
+        """Wake :meth:`wait` (on the follower's loop): its other source has news."""
+        self._ready.set()
 
 
 class LiveHub:
@@ -96,6 +108,8 @@ class LiveHub:
         self._stop = threading.Event()
         self._listen: Any = None  # Postgres: the LISTENing connection
         self._last_id = 0  # SQLite: the last row the watcher saw
+        self._reads: dict[tuple[Any, ...], asyncio.Future[Any]] = {}  # see once()
+        self._held: dict[str, list[LiveRow]] = {}  # session -> handed over, not yet committed
 
     # -- followers ---------------------------------------------------------------
 
@@ -120,15 +134,42 @@ class LiveHub:
                     del self._subs[sub.session_id]
 
     def backlog(self, session_id: str) -> list[LiveRow]:
-        """The stored deltas of the session's calls still streaming (blocking)."""
+        """The deltas of the session's calls still streaming: stored, or handed over
+        here and still being written (blocking)."""
+        with self._lock:  # first: a held delta leaves only once its write committed
+            held = list(self._held.get(session_id, ()))
         with self._store.read() as conn:
-            return db.current(conn, session_id)
+            rows = db.current(conn, session_id)
+        stored = {(row.stream, row.event.index) for row in rows}
+        return rows + [row for row in held if (row.stream, row.event.index) not in stored]
 
-    def closing(self, sub: Subscription, turn_id: str, seqs: tuple[int, int]) -> list[LiveRow]:
-        """The stored deltas of the turn's call that event ``seqs[1]`` closes, if it still
-        streamed when ``sub`` began (blocking)."""
+    def closing(
+        self, session_id: str, turn_id: str, seqs: tuple[int, int]
+    ) -> list[tuple[LiveRow, float | None]]:
+        """The stored deltas of the turn's call that event ``seqs[1]`` closes, each with
+        when its call was done (blocking)."""
         with self._store.read() as conn:
-            return db.closing(conn, sub.session_id, turn_id, seqs, sub.since)
+            return db.closing(conn, session_id, turn_id, seqs)
+
+    async def once(self, key: tuple[Any, ...], read: Callable[[], Awaitable[Any]]) -> Any:
+        """What ``read()`` returns, read once for all of this loop's followers that ask
+        for ``key`` while it runs (a hundred followers of a session need the same
+        events at the same moment: one read, not a hundred)."""
+        loop = asyncio.get_running_loop()
+        key = (id(loop), *key)
+        future = self._reads.get(key)
+        if future is None or future.get_loop() is not loop:
+            future = asyncio.ensure_future(read())
+            self._reads[key] = future
+
+            def done(found: asyncio.Future[Any]) -> None:
+                if self._reads.get(key) is found:
+                    del self._reads[key]
+                if not found.cancelled():
+                    found.exception()  # each follower that asked raises it
+
+            future.add_done_callback(done)
+        return await asyncio.shield(future)
 
     @property
     def followers(self) -> int:
@@ -137,11 +178,35 @@ class LiveHub:
 
     # -- deltas --------------------------------------------------------------------
 
+    def hand_over(self, stream: str, events: Sequence[LiveEvent]) -> list[LiveRow]:
+        """Give one model call's new deltas to this process's followers now, and hold
+        them until :meth:`store` has written them (any thread)."""
+        rows = [LiveRow(0, stream, event) for event in events]  # row ids come with the write
+        if rows:
+            with self._lock:
+                self._held.setdefault(rows[0].event.session_id, []).extend(rows)
+            self.deliver(rows)
+        return rows
+
+    def store(self, step: str, rows: Sequence[LiveRow]) -> None:
+        """Write deltas :meth:`hand_over` gave (blocking); then they are no longer held."""
+        if not rows:
+            return
+        try:
+            with self._store.turn_write() as tx:
+                db.insert(tx, step, rows[0].stream, [row.event for row in rows])
+        finally:
+            session_id = rows[0].event.session_id
+            with self._lock:
+                held = self._held.get(session_id, [])
+                written = {id(row) for row in rows}
+                held[:] = [row for row in held if id(row) not in written]
+                if not held:
+                    self._held.pop(session_id, None)
+
     def publish(self, step: str, stream: str, events: Sequence[LiveEvent]) -> None:
-        """Store one model call's new deltas, then hand them to followers (blocking)."""
-        with self._store.turn_write() as tx:
-            rows = db.insert(tx, step, stream, events)
-        self.deliver(rows)
+        """Hand one model call's new deltas over, then store them (blocking)."""
+        self.store(step, self.hand_over(stream, events))
 
     def deliver(self, rows: Sequence[LiveRow]) -> None:
         """Hand committed deltas to the followers of their sessions, each once."""
@@ -159,9 +224,13 @@ class LiveHub:
             while len(seen) > _SEEN_LIMIT:
                 seen.popitem(last=False)
             targets = [(self._subs[s].copy(), found) for s, found in by_session.items()]
+        woken: dict[asyncio.AbstractEventLoop, list[Subscription]] = {}
         for subs, found in targets:
             for sub in subs:
-                sub._put(found)
+                if sub._add(found):
+                    woken.setdefault(sub._loop, []).append(sub)
+        for loop, ready in woken.items():  # one wake-up per loop, not one per follower
+            _wake(loop, ready)
 
     # -- the watcher ---------------------------------------------------------------
 
@@ -230,6 +299,17 @@ class LiveHub:
         for sub in subs:  # their followers end (the App is stopping)
             sub.closed = True
             sub._put(())
+
+
+def _wake(loop: asyncio.AbstractEventLoop, subs: list[Subscription]) -> None:
+    """Wake the followers of ``subs`` (all on ``loop``), from any thread."""
+
+    def ready() -> None:
+        for sub in subs:
+            sub._ready.set()
+
+    with contextlib.suppress(RuntimeError):  # the followers' loop is closed: they are gone
+        loop.call_soon_threadsafe(ready)
 
 
 def _listening(url: str) -> Any:

@@ -67,9 +67,21 @@ async def follow_live(
     loop = asyncio.get_running_loop()
     sub = await asyncio.to_thread(hub.subscribe, session_id, loop)
     queue: asyncio.Queue[Any] = asyncio.Queue(_DURABLE_QUEUE)
-    pump = asyncio.ensure_future(_pump(durable, queue))
-    getter: asyncio.Future[Any] | None = None
-    merge = _Merge(after, read_events, sub.since)
+    pump = asyncio.ensure_future(_pump(durable, queue, sub.notify))
+
+    async def read(after: int, limit: int) -> list[Event]:  # shared by the session's followers
+        return list(
+            await hub.once(("events", session_id, after, limit), lambda: read_events(after, limit))
+        )
+
+    async def closing(turn_id: str, seqs: tuple[int, int]) -> list[LiveRow]:
+        key = ("closing", session_id, turn_id, seqs)
+        found = await hub.once(
+            key, lambda: asyncio.to_thread(hub.closing, session_id, turn_id, seqs)
+        )
+        return [row for row, done in found if done is None or done >= sub.since]
+
+    merge = _Merge(after, read, sub.since)
     try:
         rows: deque[LiveRow] = deque(await asyncio.to_thread(hub.backlog, session_id))
         while True:
@@ -82,17 +94,10 @@ async def follow_live(
                 async for item in merge.live(rows.popleft()):
                     yield item
                 continue
-            if getter is None:
-                getter = asyncio.ensure_future(queue.get())
-            if not getter.done():
-                waiting = asyncio.ensure_future(sub.wait())
-                try:
-                    await asyncio.wait({getter, waiting}, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    waiting.cancel()
-                if not getter.done():
-                    continue
-            item, getter = getter.result(), None
+            if queue.empty():  # woken by a delivery or by the pump (take() cleared it)
+                await sub.wait()
+                continue
+            item = queue.get_nowait()
             if item is _END:
                 return
             if isinstance(item, BaseException):
@@ -102,7 +107,7 @@ async def follow_live(
                 assert item.turn_id is not None
                 rows.extend(sub.take())
                 seqs = (start, item.seq)
-                rows.extend(await asyncio.to_thread(hub.closing, sub, item.turn_id, seqs))
+                rows.extend(await closing(item.turn_id, seqs))
                 while rows:
                     async for live in merge.live(rows.popleft()):
                         yield live
@@ -110,22 +115,26 @@ async def follow_live(
                 yield event
     finally:
         hub.unsubscribe(sub)
-        for task in (getter, pump):
-            if task is not None:
-                task.cancel()
+        pump.cancel()
         with contextlib.suppress(BaseException):
             await pump
 
 
-async def _pump(durable: AsyncIterator[Event], queue: asyncio.Queue[Any]) -> None:
+async def _pump(
+    durable: AsyncIterator[Event], queue: asyncio.Queue[Any], notify: Callable[[], None]
+) -> None:
+    """Read the durable events into ``queue``, waking the follower after each."""
     try:
         async for event in durable:
             await queue.put(event)
+            notify()
         await queue.put(_END)
+        notify()
     except asyncio.CancelledError:
         raise
     except Exception as err:
         await queue.put(err)
+        notify()
     finally:
         with contextlib.suppress(BaseException):
             await durable.aclose()  # type: ignore[attr-defined]

@@ -6,8 +6,13 @@ once 64 characters have gathered or 20 ms have passed since the last one
 went out (a timer sends what waits), so a fast model makes at most one
 delta per 20 ms or per 64 characters, whatever its own chunking. A change
 of kind (text, thinking, another tool's input) sends what was gathered
-first, so the order holds. One writer task stores them (each write takes
-whatever gathered meanwhile) and the hub hands them over after the commit.
+first, so the order holds; the first delta of a call goes out at once. One
+writer task hands them to this process's followers (the hub) and then stores
+them for the others (each write takes whatever gathered meanwhile). The
+writer's first job, in a worker thread, writes what the turn buffered before
+the call (which gives the seq the deltas stand after) and then, in the same
+thread, hands over and stores the deltas gathered meanwhile: the first delta
+waits for one thread hop and that write, later ones for neither.
 
 Live output is best effort and never fails a turn: an error storing deltas
 is logged and the rest of the call streams nothing (the durable ``message``
@@ -18,10 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
+import threading
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Callable
 from typing import Any
 
 from turnkit.messages import thaw
@@ -48,10 +55,9 @@ class LivePublisher:
         session_id: str,
         turn_id: str,
         step: str,
-        after_seq: Awaitable[int],
+        flush: Callable[[], int],
     ) -> None:
         self._hub, self._session_id, self._turn_id, self._step = hub, session_id, turn_id, step
-        self._after_seq = asyncio.ensure_future(after_seq)
         self._stream = uuid.uuid4().hex
         self._loop = asyncio.get_running_loop()
         self._kind: tuple[str, str | None, str | None] | None = None  # (type, call id, name)
@@ -60,10 +66,13 @@ class LivePublisher:
         self._last = -1.0  # when a delta last went out (loop time)
         self._timer: asyncio.TimerHandle | None = None
         self._drafts: list[tuple[str, dict[str, Any]]] = []
+        self._drafts_lock = threading.Lock()  # the writer's first job takes them in a thread
+        self._index = 0  # the next delta's index in this call
+        self._after_seq = -1  # the seq the deltas stand after, once the flush wrote it
         self._wake = asyncio.Event()
         self._closing = False
-        self._writer: asyncio.Task[None] | None = None
         self._streamed_input: set[str] = set()  # calls whose input came in pieces
+        self._writer = asyncio.ensure_future(self._write(flush))
 
     # -- what the model streams ----------------------------------------------------
 
@@ -107,33 +116,26 @@ class LivePublisher:
         text = "".join(self._parts)
         self._parts, self._chars = [], 0
         self._last = self._loop.time()
-        for start in range(0, len(text), MAX_DELTA_CHARS):
-            piece = text[start : start + MAX_DELTA_CHARS]
-            data: dict[str, Any] = {"text": piece}
-            if call_id is not None:
-                data = {"call_id": call_id, "name": name, "text": piece}
-            self._drafts.append((kind, data))
+        with self._drafts_lock:
+            for start in range(0, len(text), MAX_DELTA_CHARS):
+                piece = text[start : start + MAX_DELTA_CHARS]
+                data: dict[str, Any] = {"text": piece}
+                if call_id is not None:
+                    data = {"call_id": call_id, "name": name, "text": piece}
+                self._drafts.append((kind, data))
         self._wake.set()
-        if self._writer is None:
-            self._writer = asyncio.ensure_future(self._write())
 
     # -- storing -------------------------------------------------------------------
 
-    async def _write(self) -> None:
-        index = 0
+    async def _write(self, flush: Callable[[], int]) -> None:
         try:
-            after_seq = await self._after_seq
+            await asyncio.to_thread(self._first, flush)
             while True:
                 await self._wake.wait()
                 self._wake.clear()
-                drafts, self._drafts = self._drafts, []
-                if drafts:
-                    events = [
-                        LiveEvent(self._session_id, self._turn_id, after_seq, kind, index + i, data)
-                        for i, (kind, data) in enumerate(drafts)
-                    ]
-                    index += len(events)
-                    await asyncio.to_thread(self._hub.publish, self._step, self._stream, events)
+                rows = self._hub.hand_over(self._stream, self._take())
+                if rows:
+                    await asyncio.to_thread(self._hub.store, self._step, rows)
                 if self._closing and not self._drafts:
                     return
         except asyncio.CancelledError:
@@ -141,29 +143,39 @@ class LivePublisher:
         except Exception:
             log.warning("turnkit: live output of turn %s stopped", self._turn_id, exc_info=True)
 
+    def _first(self, flush: Callable[[], int]) -> None:
+        """The writer's first job (blocking): what the turn buffered, then the deltas
+        gathered while that was written."""
+        self._after_seq = flush()
+        events = self._take()
+        if events:
+            self._hub.publish(self._step, self._stream, events)
+
+    def _take(self) -> list[LiveEvent]:
+        """The deltas gathered so far, numbered (by the writer only, one job at a time)."""
+        with self._drafts_lock:
+            drafts, self._drafts = self._drafts, []
+        index, after_seq = self._index, self._after_seq
+        self._index += len(drafts)
+        return [
+            LiveEvent(self._session_id, self._turn_id, after_seq, kind, index + i, data)
+            for i, (kind, data) in enumerate(drafts)
+        ]
+
     async def finish(self) -> None:
         """Send what is gathered and wait until every delta is stored: the reply may
         then be recorded (which forgets them)."""
         self._send()
         self._closing = True
         self._wake.set()
-        if self._writer is not None:
+        with contextlib.suppress(Exception):  # an error was logged: the reply still comes
             await self._writer
-        await self._after_seq_settled()
 
     def abort(self) -> None:
         """The call failed or was cancelled: stop (what was stored is marked done with the turn)."""
         if self._timer is not None:
             self._timer.cancel()
-        if self._writer is not None:
-            self._writer.cancel()
-        if not self._after_seq.done():
-            self._after_seq.cancel()
-
-    async def _after_seq_settled(self) -> None:
-        """The buffered writes the call started with are written (or failed)."""
-        with contextlib.suppress(Exception):
-            await self._after_seq
+        self._writer.cancel()
 
 
 class TurnLive:
@@ -178,8 +190,8 @@ class TurnLive:
         before them, tool results included."""
         taken = self._pending.take()
         claim = self._claim
-        after_seq = asyncio.to_thread(self._flush, taken)
-        return LivePublisher(self._hub, claim.session_id, claim.turn_id, step, after_seq)
+        flush = functools.partial(self._flush, taken)
+        return LivePublisher(self._hub, claim.session_id, claim.turn_id, step, flush)
 
     def _flush(self, taken: Any) -> int:
         claim = self._claim
