@@ -18,6 +18,8 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from turnkit.sessions import App
+
 SCALE_APP = Path(__file__).with_name("scale_app.py")
 
 
@@ -95,6 +97,17 @@ class Proc:
                 self.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+def client(url: str, agent: str = "echo") -> App:
+    """An App that sends, waits and follows for the workers' agent, running no turns."""
+    app = App(url, workers=False, fire_schedules=False)
+
+    @app.agent(agent, model="local")
+    def render() -> str:
+        return "Run elsewhere."
+
+    return app
 
 
 def model_calls(marker: Path) -> list[tuple[str, str, float, float]]:

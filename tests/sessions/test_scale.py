@@ -18,19 +18,9 @@ from pathlib import Path
 import httpx2
 import sqlalchemy as sa
 
-from sessions.scale_procs import Proc, calls_per_text, count, model_calls, sa_url
+from sessions.scale_procs import Proc, calls_per_text, client, count, model_calls, sa_url
 from turnkit.sessions import App
 from turnkit.sessions.model.records import Turn
-
-
-def client(url: str) -> App:
-    app = App(url, workers=False, fire_schedules=False)
-
-    @app.agent("echo", model="local")
-    def echo() -> str:
-        return "Echo."
-
-    return app
 
 
 def check_sessions(turns: list[Turn], per_session: int) -> None:

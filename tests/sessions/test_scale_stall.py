@@ -13,21 +13,10 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from sessions.scale_procs import Proc, count
-from turnkit.sessions import App
+from sessions.scale_procs import Proc, client, count
 
 STALL_APP = Path(__file__).with_name("stall_app.py")
 LEASE_S = 1.5
-
-
-def client(url: str) -> App:
-    app = App(url, workers=False, fire_schedules=False)
-
-    @app.agent("stall", model="local")
-    def stall() -> str:
-        return "Hold."
-
-    return app
 
 
 def marks(marker: Path, kind: str) -> list[tuple[str, str]]:
@@ -59,7 +48,7 @@ async def test_a_stalled_worker_writes_nothing_of_the_turns_taken_from_it(
         for p in (Proc("worker", any_db_url, tmp_path, app=STALL_APP, **env) for _ in range(2))
     }
     try:
-        async with client(any_db_url) as app:
+        async with client(any_db_url, "stall") as app:
             session = await app.create_session("stall", key="one")
             receipt = await app.send(session.id, text="go")
             await until("h1 to start", lambda: marks(marker, "start"), workers.values())
