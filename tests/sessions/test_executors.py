@@ -10,12 +10,22 @@ from pathlib import Path
 
 import dbos
 import pytest
+import sqlalchemy as sa
 
 from sessions.crash_app import build
 from sessions.scale_procs import Proc
 from sessions.test_sessions_crash import Child
 from turnkit.sessions import App
-from turnkit.sessions.runtime.executors import ExecutorIdInUseError, recover_workflows_of
+from turnkit.sessions.db import executors as leases
+from turnkit.sessions.db import schema
+from turnkit.sessions.db.engines import Databases
+from turnkit.sessions.db.executors import Holder, LeaseLost
+from turnkit.sessions.db.store import Tx
+from turnkit.sessions.runtime.executors import (
+    ExecutorIdInUseError,
+    ExecutorLease,
+    recover_workflows_of,
+)
 from turnkit.testing import ScriptedModel
 
 
@@ -105,3 +115,37 @@ async def test_followers_see_another_processes_events_within_100_ms(
     lags.sort()
     print(f"\nfollow lag across processes: median {lags[5]:.3f} s, max {lags[-1]:.3f} s")
     assert lags[5] < 0.1
+
+
+async def test_a_runner_of_an_earlier_holder_is_refused_without_losing_the_id_again(
+    tmp_path: Path,
+) -> None:
+    """Fencing: after a takeover the process holds its id again under a new holder; a
+    runner of the old holder is refused, and that refusal leaves the new hold alone."""
+    databases = Databases(f"sqlite:///{tmp_path / 'fence.db'}")
+    try:
+        schema.migrate(databases.write)
+        lease = ExecutorLease(databases.write, "stalls", 60, True, 1)
+        lease.acquire()
+        await lease.admit()  # this task is now a runner of the first holder
+
+        def write() -> None:
+            with databases.write.begin() as conn:
+                lease.fence(Tx(conn, None))  # type: ignore[arg-type]
+
+        write()  # allowed while the lease is held
+        with databases.write.begin() as conn:  # it lapses, and another process takes it
+            conn.execute(sa.text("UPDATE turnkit_executors SET lease_until = 0"))
+        taker = Holder("taker", "t", "host", 1, True, 1)
+        assert leases.claim_lapsed(databases.write, taker, 60) == ["stalls"]
+        assert leases.mark_taken(databases.write, "stalls", taker)
+        with pytest.raises(LeaseLost):
+            write()  # the stalled runner's next write
+        assert not lease.live
+        lease._hold_again()  # the lease thread's next beat: the id is held again
+        assert lease.live
+        with pytest.raises(LeaseLost):
+            write()  # still the old holder's runner: refused
+        assert lease.live  # and the process keeps its new hold
+    finally:
+        databases.dispose()

@@ -233,7 +233,9 @@ class ExecutorLease:
         if epoch is None:  # not a runner's write (or no lease was ever held)
             return
         if not leases.holds(tx.conn, self.executor_id, epoch):
-            self._lose()
+            if epoch == self.me.holder:  # the lease this process holds now is gone
+                self._lose()
+            # (else a runner of an earlier holder: the id is held again since)
             raise LeaseLost(f"executor id {self.executor_id!r} was taken over")
 
     # -- the lease thread --------------------------------------------------------------
