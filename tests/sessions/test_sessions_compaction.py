@@ -269,16 +269,23 @@ async def test_a_count_taken_before_a_later_compaction_is_not_used(db_url: str) 
 # -- across a crash ----------------------------------------------------------------------
 
 
-async def test_a_compaction_made_before_a_kill_is_not_made_again(tmp_path: Path) -> None:
-    from sessions.compaction_crash_app import build
-
+def killed_after_summarising(tmp_path: Path, mode: str) -> tuple[Path, str]:
+    """A child (the crash tests' runner) that summarised, then blocked in the model
+    call, killed with -9: its database and the turn it was running."""
     db = tmp_path / "crash.db"
-    child = Child(db, "compact", script=CRASH_APP)  # the crash tests' child runner
+    child = Child(db, mode, script=CRASH_APP)
     lines = {child.line(), child.line()}  # the turn id and "model blocked", in either order
     child.kill()
     assert "model blocked" in lines
     (turn_id,) = json.loads(next(line for line in lines if line.startswith("[")))
     assert db.with_suffix(".marker").read_text() == "summarised\n"
+    return db, turn_id
+
+
+async def test_a_compaction_made_before_a_kill_is_not_made_again(tmp_path: Path) -> None:
+    from sessions.compaction_crash_app import build
+
+    db, turn_id = killed_after_summarising(tmp_path, "compact")
 
     summariser = ScriptedModel([])  # a second summary would fail the test: none is left
     model = ScriptedModel(["after the restart"])
@@ -303,13 +310,7 @@ async def test_a_compaction_the_reported_count_called_for_is_replayed_after_a_ki
 ) -> None:
     from sessions.compaction_crash_app import build
 
-    db = tmp_path / "crash.db"
-    child = Child(db, "billed", script=CRASH_APP)
-    lines = {child.line(), child.line()}
-    child.kill()
-    assert "model blocked" in lines
-    (turn_id,) = json.loads(next(line for line in lines if line.startswith("[")))
-    assert db.with_suffix(".marker").read_text() == "summarised\n"
+    db, turn_id = killed_after_summarising(tmp_path, "billed")
 
     summariser = ScriptedModel([])  # a second summary would fail the test: none is left
     model = ScriptedModel(["after the restart"])
