@@ -77,10 +77,11 @@ class App(SourceMethods, SyncTwins, Definitions):
     renewed every ``lease_seconds / 3``: when it lapses, a live process takes
     over this one's unfinished turns, and a process started with an id whose
     lease is still held waits for it to lapse (SPEC section 7, "Many processes");
-    ``polling_interval`` is how often DBOS's queue is checked, in seconds
-    (the queue only carries turns this process could not start at once).
-    ``max_running``: how many sessions run a turn here at once; more wait on
-    the queue for any process with a free slot. ``workers=False`` runs no
+    ``polling_interval`` is how often a process with a free slot looks for
+    turns that waited for one, in seconds (only turns no process could start
+    at once wait; a slot freed in the process that queued them takes them at
+    once). ``max_running``: how many sessions run a turn here at once; more
+    wait for any process with a free slot. ``workers=False`` runs no
     turns in this process (it sends, reads and follows; processes with
     workers run the turns). Every process that runs turns on a database must
     define the same agents. ``fire_schedules=False`` leaves firing schedules

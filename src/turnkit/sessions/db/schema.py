@@ -23,7 +23,7 @@ import sqlalchemy as sa
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "tables"]
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 metadata = sa.MetaData()
 
@@ -237,6 +237,18 @@ executors = sa.Table(
     sa.Column("taken_at", sa.Float),
 )
 
+# Runners named for a session but not started by any process yet: the queue of
+# work for whichever process that runs turns has a free slot (see
+# runtime/dispatch.py). A row is taken, and deleted, by the process that starts it.
+waiting_runners = sa.Table(
+    "turnkit_waiting_runners",
+    metadata,
+    sa.Column("runner_id", sa.String(100), primary_key=True),
+    sa.Column("session_id", sa.String(64), nullable=False),
+    sa.Column("since", sa.Float, nullable=False),
+    sa.Index("ix_turnkit_waiting_runners_since", "since"),
+)
+
 # The deltas of model calls still streaming (live output, not the event log):
 # a follower that joins mid-message reads them. When the reply is recorded they
 # are marked done (a follower about to give the reply reads any it has not been
@@ -340,6 +352,12 @@ def _last_activity(conn: sa.Connection) -> None:
     )
 
 
+def _waiting_runners(conn: sa.Connection) -> None:
+    """Version 9: runners no process could start at once wait in turnkit's own table
+    (``turnkit_waiting_runners``), not on a DBOS queue that every process polls."""
+    metadata.create_all(conn, tables=[waiting_runners])
+
+
 # version -> the step that brings a database from version - 1 to it.
 MIGRATIONS: dict[int, Migration] = {
     2: _session_runners,
@@ -349,6 +367,7 @@ MIGRATIONS: dict[int, Migration] = {
     6: _live_output,
     7: _live_done,
     8: _last_activity,
+    9: _waiting_runners,
 }
 
 

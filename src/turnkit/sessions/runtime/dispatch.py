@@ -7,26 +7,35 @@ in the transaction that queues a turn for a session without one, then:
 
 - starts it directly after the commit when this process runs turns and has
   a free slot: no queue poll stands between an input and its turn;
-- else enqueues it on DBOS's queue in that same transaction, for whichever
-  process has a free slot (this one when it is full; any other when it runs
-  no turns).
+- else, in that same transaction, leaves it waiting in turnkit's own table
+  (:mod:`turnkit.sessions.db.waiting`) for whichever process has a free slot
+  (this one when a slot frees, woken at once; any other that runs turns,
+  which looks every ``polling_interval``). A process that takes a waiting
+  runner starts it directly, as if it had named it.
+
+So no DBOS queue is polled: asking whether anything waits is a one-row read,
+and only a process with a free slot asks. (Earlier versions put waiting
+runners on a partitioned DBOS queue whose poll cost every process a
+transaction every 20 ms; a database left with runners on it is drained by
+DBOS before the queue is retired.)
 
 Every runner that runs here holds one of the process's ``max_running``
 slots (:mod:`.slots`), however it started: a direct start takes its slot
-when the runner is named, one from the queue or from recovery waits for
-one, so a process never runs more than ``max_running`` turns at once.
+when the runner is named or taken, one recovered by DBOS waits for one, so
+a process never runs more than ``max_running`` turns at once.
 
 A process that lost its executor lease (it stalled and its turns were
-taken over) starts nothing directly and runs nothing from the queue until it
+taken over) starts nothing directly and takes no waiting runner until it
 holds its id again: each runner runs under the holder of its start, and its
 writes are refused once that holder is gone (:mod:`.executors`); such a
 runner leaves by cancellation, so DBOS records no outcome of it.
 
-A crash between the commit and the direct start leaves a session whose
-runner DBOS has never heard of; :meth:`Dispatcher.recover` (at launch) finds
-such sessions and starts the runner under the same id. Runner ids are
-deterministic and DBOS runs one workflow per id, so a runner started twice,
-from two processes or twice by one, still runs once.
+A crash between a commit and the direct start leaves a session whose runner
+DBOS has never heard of; :meth:`Dispatcher.recover` (at launch, and when a
+lapsed executor is taken over) finds such sessions and starts the runner
+under the same id. Runner ids are deterministic and DBOS runs one workflow
+per id, so a runner started twice, from two processes or twice by one, still
+runs once.
 
 DBOS is one per process, so one App runs its engine in a process at a time.
 """
@@ -46,6 +55,7 @@ from dbos import DBOS, DBOSClient, SetWorkflowID
 
 from turnkit._loop_thread import LoopThread
 from turnkit.sessions.db import schema as t
+from turnkit.sessions.db import waiting
 from turnkit.sessions.db.engines import Databases
 from turnkit.sessions.db.executors import LeaseLost
 from turnkit.sessions.db.store import Store, Tx
@@ -54,7 +64,7 @@ from turnkit.sessions.runtime.slots import Slots
 
 __all__ = ["APP_VERSION", "QUEUE", "WORKFLOW", "Dispatcher"]
 
-QUEUE = "turnkit_turns"
+QUEUE = "turnkit_turns"  # the DBOS queue of earlier versions (retired once drained)
 WORKFLOW = "turnkit_turn"
 # Fixed, so workflows are recovered across restarts of changed user code:
 # a turn's progress is replayed from turnkit's own step records.
@@ -119,6 +129,11 @@ class Dispatcher:
         self.launched = False
         self._run_session: Callable[[str, str], Awaitable[None]] | None = None
         self.slots = Slots(max_running)
+        self._wake = threading.Event()  # a slot freed, or a runner started waiting here
+        self.slots.on_free = self._wake.set
+        self._taker: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._others_wait = False  # runners waited in the table when last looked
         self._direct: set[str] = set()  # runner ids started here with a slot taken for them
         self._direct_lock = threading.Lock()
         self._loop: LoopThread | None = None
@@ -126,6 +141,8 @@ class Dispatcher:
         # id now, and what a runner awaits before it runs (under the holder of then).
         self.holds_lease: Callable[[], bool] = lambda: True
         self.admit: Callable[[], Awaitable[None]] | None = None
+        # Asks one runner lingering here to give its slot up (TurnWorker.evict_one).
+        self.evict: Callable[[], object] = lambda: False
 
     # -- launch and shutdown -------------------------------------------------
 
@@ -148,6 +165,7 @@ class Dispatcher:
             _body = self._run_body
         self._run_session = run_session
         try:
+            self._retire_queue()
             self._launch()
             self._loop = LoopThread("turnkit-turns")
         except BaseException:
@@ -163,12 +181,16 @@ class Dispatcher:
             system_database_engine=engine,
             application_name="turnkit",
         )
-        self.client.register_queue(
-            QUEUE,
-            partition_concurrency=1,
-            worker_concurrency=self.max_running,
-            polling_interval_sec=self.polling_interval,
-        )
+
+    def _retire_queue(self) -> None:
+        """Delete the DBOS queue of earlier versions once nothing waits on it (until
+        then DBOS, which polls every registered queue, runs what is left there)."""
+        assert self.client is not None
+        if self.client.retrieve_queue(QUEUE) is None:
+            return
+        if self.client.list_workflows(queue_name=QUEUE, status="ENQUEUED", load_input=False):
+            return
+        self.client.delete_queue(QUEUE)
 
     def _launch(self) -> None:
         url, engine = self.databases.url, self.databases.dbos
@@ -189,6 +211,11 @@ class Dispatcher:
     def shutdown(self) -> None:
         """Stop DBOS; runners still running resume at the next launch."""
         global _body
+        self._stopping.set()
+        self._wake.set()
+        if self._taker is not None:
+            self._taker.join()
+            self._taker = None
         loop, self._loop = self._loop, None
         try:
             # Turns cut short here resume at the next start; DBOS's warning about each
@@ -222,31 +249,75 @@ class Dispatcher:
             tx.on_rollback(lambda: self._unreserve(runner_id))
             tx.after_commit(lambda: self._start(runner_id, session_id))
         else:
-            assert self.client is not None, "the engine is not launched"
-            options: Any = {
-                "workflow_name": WORKFLOW,
-                "queue_name": QUEUE,
-                "workflow_id": runner_id,
-                "queue_partition_key": session_id,
-                "app_version": APP_VERSION,
-            }
-            self.client.enqueue_in_transaction(tx.conn, options, session_id)
+            waiting.wait(tx, runner_id, session_id)
+            self._others_wait = True
+            tx.after_commit(self._wake.set)  # this process's slot may have freed meanwhile
         return runner_id
 
     def _reserve(self, runner_id: str) -> bool:
         """Take a slot for a direct start of ``runner_id`` if one is free."""
-        if self._loop is None or not self.holds_lease():  # runs no turns here now: the queue
-            return False
-        if not self.slots.try_take():
+        if not self._runs_turns_now() or not self.slots.try_take():
             return False
         with self._direct_lock:
             self._direct.add(runner_id)
         return True
 
-    def has_spare_slot(self) -> bool:
-        """Whether this process could start another runner now (a lingering runner
-        must leave room for sessions that have none)."""
-        return self.slots.free()
+    def _runs_turns_now(self) -> bool:
+        return self._loop is not None and self.holds_lease()
+
+    # -- runners waiting for a slot ------------------------------------------
+
+    def take_waiting(self, store: Store) -> None:
+        """Start looking for waiting runners to take (from this process's taker thread)."""
+        self._taker = threading.Thread(
+            target=self._take_loop, args=(store,), name="turnkit-taker", daemon=True
+        )
+        self._taker.start()
+
+    def _take_loop(self, store: Store) -> None:
+        while not self._stopping.is_set():
+            self._wake.wait(self.polling_interval)
+            self._wake.clear()
+            if self._stopping.is_set():
+                return
+            try:
+                while self._take_some(store):
+                    pass
+            except Exception as err:  # the database is unreachable: the next look retries
+                log.warning("turnkit: taking waiting runners failed (will retry): %s", err)
+
+    def _take_some(self, store: Store) -> bool:
+        """Take as many waiting runners as this process has free slots; whether it
+        took any (there may be more)."""
+        if not self._runs_turns_now():
+            return False
+        self._others_wait = waiting.anything_waits(self.databases.read)
+        if not self._others_wait:
+            return False
+        if not self.slots.free():
+            # A runner lingering for its session's next input gives its slot up; the
+            # freed slot wakes this thread again.
+            self.evict()
+            return False
+        reserved = self.slots.take_up_to(self.max_running)
+        taken: list[tuple[str, str]] = []
+        try:
+            with store.write() as tx:
+                taken = waiting.take(tx, reserved)
+        finally:
+            for _ in range(reserved - len(taken)):
+                self.slots.give()
+        with self._direct_lock:
+            self._direct.update(runner_id for runner_id, _ in taken)
+        for runner_id, session_id in taken:
+            self._start(runner_id, session_id)
+        return bool(taken)
+
+    def may_linger(self) -> bool:
+        """Whether a runner whose session has nothing queued may keep its slot for a
+        moment (not while a runner here waits for one; one waiting in the table
+        evicts it: :meth:`_take_some`)."""
+        return not self._others_wait and not self.slots.waited_for()
 
     def _unreserve(self, runner_id: str) -> None:
         """The direct start of ``runner_id`` will not run: its slot goes back."""
@@ -328,8 +399,11 @@ class Dispatcher:
                     t.sessions.c.runner.is_(None), t.sessions.c.id.in_(queued)
                 )
             ).all()
+            waits = waiting.waiting_ids(conn)
         started = 0
         for session_id, runner_id in named:
+            if runner_id in waits:  # not lost: a process with a free slot takes it
+                continue
             status = DBOS.get_workflow_status(runner_id)
             if status is None:
                 self._start_now(runner_id, session_id)

@@ -62,7 +62,8 @@ END_RETRY_FIRST_S = 0.5
 END_RETRY_MAX_S = 30.0
 # A runner whose session has nothing queued waits this long for the next input
 # before it gives the session up: a conversation's next turn then costs no new
-# workflow (two writes fewer), while a slot is free for other sessions.
+# workflow (two writes fewer). It keeps its slot meanwhile, so it gives the
+# session up at once when a runner waits for a slot (TurnWorker.evict_one).
 RUNNER_LINGER_S = 0.1
 
 
@@ -299,8 +300,10 @@ class TurnWorker:
     ) -> None:
         self.journal = journal
         self.notifier = notifier  # wakes a runner waiting for its session's next input
-        self._may_linger = may_linger  # whether this process has a slot to spare
+        self._may_linger = may_linger  # whether no runner here waits for a slot
         self._lingering: set[str] = set()  # runners whose last turn end kept the session
+        self._waiting: dict[str, str] = {}  # lingering runner -> its session, while it waits
+        self._evicted: set[str] = set()  # lingering runners asked to give their slot up
         self.definitions = definitions  # the agents, and what use_tool(name) offers
         self.delegate = delegate  # what a subagent tool call does (Runtime.delegate)
         self.conversions = KeptConversions()  # each session's, from one turn to the next
@@ -380,18 +383,39 @@ class TurnWorker:
         what = f"claim the next turn of {session_id}"
         loop = asyncio.get_running_loop()
         deadline = loop.time() + RUNNER_LINGER_S
-        while True:
-            if queued.version() == seen:
-                left = deadline - loop.time()
-                if left > 0:
-                    await queued.wait(seen, left)
+        with self._lock:
+            self._waiting[runner_id] = session_id
+        try:
+            while runner_id not in self._evicted:
                 if queued.version() == seen:
-                    break
-            seen = queued.version()
-            claim = await _retrying(what, self.journal.claim, session_id, runner_id, True)
-            if claim is not None:
-                return claim
+                    left = deadline - loop.time()
+                    if left > 0:
+                        await queued.wait(seen, left)
+                    if queued.version() == seen or runner_id in self._evicted:
+                        break
+                seen = queued.version()
+                claim = await _retrying(what, self.journal.claim, session_id, runner_id, True)
+                if claim is not None:
+                    return claim
+        finally:
+            with self._lock:
+                self._waiting.pop(runner_id, None)
+                self._evicted.discard(runner_id)
         return await _retrying(what, self.journal.claim, session_id, runner_id, False)
+
+    def evict_one(self) -> bool:
+        """Ask one lingering runner to give its session (and slot) up now, for a
+        runner waiting for a slot (from any thread); whether one was asked."""
+        with self._lock:
+            candidates = [r for r in self._waiting if r not in self._evicted]
+            if not candidates:
+                return False
+            runner_id = candidates[0]
+            self._evicted.add(runner_id)
+            session_id = self._waiting[runner_id]
+        assert self.notifier is not None  # only a runner with a notifier lingers
+        self.notifier.notify({queued_key(session_id)})  # wakes its wait
+        return True
 
     async def _fail(self, claim: Claim, err: BaseException) -> Claim | None:
         """End ``claim`` ``failed`` after ``err`` escaped it; the runner's next claim.

@@ -114,15 +114,17 @@ class Runtime:
             self.definitions,
             self.delegate,
             self.notifier,
-            self.dispatcher.has_spare_slot,
+            self.dispatcher.may_linger,
         )
         self.journal.keep_sessions = self.worker.keeps_session
+        self.dispatcher.evict = self.worker.evict_one
         self.store.on_busy = self._on_busy
         self.store.cancel_local = self.worker.cancel
         self.live = self.worker.live = LiveHub(databases, self.store)
         self.dispatcher.launch(self.worker.run_session if s.workers else None)
         if s.workers:  # after DBOS's own recovery: the runners it could not know of
             self.dispatcher.recover(self.store)
+            self.dispatcher.take_waiting(self.store)
         self.listener = start_listening(databases, self.notifier)
         self.notifier.on_change(self._check_cancels)
         self.lease.start(self._take_over if s.workers else None)

@@ -2,9 +2,11 @@
 
 Runners start in three ways, and all of them count against the one bound:
 a direct start takes its slot when the runner is named (:meth:`Slots.try_take`,
-never waiting: a full process enqueues instead); a runner DBOS gives this
-process (from the queue, or recovered at launch) waits for one
-(:meth:`Slots.take`). A turn that waits for a sub-agent's turn lends its slot
+never waiting: a full process leaves the runner waiting instead); a process
+taking waiting runners takes the slots first (:meth:`Slots.take_up_to`); a
+runner DBOS recovers here waits for one (:meth:`Slots.take`). A slot that goes
+back to the pool calls :attr:`Slots.on_free` (the dispatcher then looks for
+waiting runners). A turn that waits for a sub-agent's turn lends its slot
 meanwhile (:meth:`Slots.lent`), so parents that fill every slot cannot keep
 their children from running.
 
@@ -19,7 +21,7 @@ import asyncio
 import contextlib
 import threading
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 __all__ = ["Slots"]
 
@@ -32,6 +34,7 @@ class Slots:
         self._used = 0
         self._lock = threading.Lock()
         self._waiters: deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = deque()
+        self.on_free: Callable[[], object] = lambda: None
 
     @property
     def used(self) -> int:
@@ -43,6 +46,11 @@ class Slots:
         with self._lock:
             return self._used < self.size and not self._waiters
 
+    def waited_for(self) -> bool:
+        """Whether a runner waits for a slot."""
+        with self._lock:
+            return bool(self._waiters)
+
     def try_take(self) -> bool:
         """Take a slot if one is free (nobody waiting for it first)."""
         with self._lock:
@@ -50,6 +58,15 @@ class Slots:
                 return False
             self._used += 1
             return True
+
+    def take_up_to(self, most: int) -> int:
+        """Take up to ``most`` free slots at once (none while anyone waits); how many."""
+        with self._lock:
+            if self._waiters:
+                return 0
+            taken = max(0, min(most, self.size - self._used))
+            self._used += taken
+            return taken
 
     async def take(self) -> None:
         """Take a slot, waiting for one to be given back."""
@@ -77,13 +94,14 @@ class Slots:
             with self._lock:
                 if not self._waiters:
                     self._used -= 1
-                    return
+                    break
                 loop, future = self._waiters.popleft()
             try:
                 loop.call_soon_threadsafe(self._hand_over, future)
                 return
             except RuntimeError:  # its loop is closed: the next waiter
                 continue
+        self.on_free()
 
     def _hand_over(self, future: asyncio.Future[None]) -> None:
         if future.cancelled():  # gave up waiting after it was picked
