@@ -82,9 +82,9 @@ def blocking_reply(request: Any) -> str:
 
 def no_linger() -> None:
     """The first turn's runner ends with it, so the deciding turn starts a runner of its own."""
-    from turnkit.sessions.runtime import runner
+    from turnkit.sessions.runtime import lingering
 
-    runner.RUNNER_LINGER_S = 0
+    lingering.RUNNER_LINGER_S = 0
 
 
 def pause_before_the_deciding_turn() -> None:

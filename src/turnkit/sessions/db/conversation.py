@@ -95,11 +95,18 @@ class Conversations:
 
     def read(self, tx: Tx, session_id: str) -> Conversation:
         """The session's conversation as ``tx`` sees it (rows above the cached ones read)."""
+        tx.on_rollback(lambda: self.forget(session_id))
+        return self._read(tx.conn, session_id)
+
+    def read_committed(self, conn: sa.Connection, session_id: str) -> Conversation:
+        """:meth:`read` on a read connection (it sees only committed rows)."""
+        return self._read(conn, session_id)
+
+    def _read(self, conn: sa.Connection, session_id: str) -> Conversation:
         with self._lock:
             known = self._cache.pop(session_id, EMPTY)
-        rows = tx.execute(_AFTER, {"sid": session_id, "last": known.last}).all()
+        rows = conn.execute(_AFTER, {"sid": session_id, "last": known.last}).all()
         current = _with(known, rows) if rows else known
-        tx.on_rollback(lambda: self.forget(session_id))
         with self._lock:
             self._cache[session_id] = current  # the last used goes last
             while len(self._cache) > self._size:

@@ -125,24 +125,26 @@ def accept(tx: Tx, session_id: str, new: NewInput) -> Receipt:
     return Receipt(input_id, None, "held")
 
 
+_INSERT_INPUT = t.inputs.insert()
+
+
 def _insert(tx: Tx, session_id: str, new: NewInput, held: bool) -> tuple[str, dict[str, Any]]:
     input_id, received = new_id("in"), now()
     details = {**new.details, "hops": new.hops} if new.hops else new.details
-    tx.execute(
-        t.inputs.insert().values(
-            id=input_id,
-            session_id=session_id,
-            seq=tx.bump(session_id, "input_seq"),
-            source=new.source,
-            text=new.text,
-            payload=new.payload_json,
-            details=dumps(details),
-            idempotency_key=new.idempotency_key,
-            answers=new.answers,
-            received_at=received,
-            held=held,
-        )
-    )
+    row = {
+        "id": input_id,
+        "session_id": session_id,
+        "seq": tx.bump(session_id, "input_seq"),
+        "source": new.source,
+        "text": new.text,
+        "payload": new.payload_json,
+        "details": dumps(details),
+        "idempotency_key": new.idempotency_key,
+        "answers": new.answers,
+        "received_at": received,
+        "held": held,
+    }
+    tx.execute(_INSERT_INPUT, row)
     agent_input = {
         **details,
         "id": input_id,

@@ -89,6 +89,10 @@ class Claim:
     resume: dict[str, Any] | None = None  # an answer's turn: what the question left for it
 
 
+_INSERT_STEP = t.steps.insert()
+_INSERT_MESSAGE = t.messages.insert()
+
+
 class PendingWrites:
     """What a running turn has produced and not yet written: written with its next write.
 
@@ -137,19 +141,24 @@ class Journal:
         self.conversations = Conversations()  # what a turn reads of its session's messages
         # Whether a runner that ends a turn and finds nothing queued keeps its
         # session (it waits a moment for the next input: see TurnWorker.run_session).
-        self.keep_sessions: Callable[[str], bool] = lambda runner_id: False
+        self.keep_sessions: Callable[[Tx, str, str], bool] = lambda tx, runner, session: False
 
     def claim(self, session_id: str, runner_id: str, keep: bool = False) -> Claim | None:
         """The turn runner ``runner_id`` is to run next (see :func:`.turns.claim_next`)."""
         with self.store.turn_write() as tx:
             return self._claim_next(tx, session_id, runner_id, keep)
 
+    def claim_in(self, tx: Tx, session_id: str, runner_id: str) -> Claim | None:
+        """:meth:`claim` inside ``tx`` (the runner keeps the session if nothing is queued)."""
+        return self._claim_next(tx, session_id, runner_id, True)
+
     def _claim_next(
         self, tx: Tx, session_id: str, runner_id: str, keep: bool | None = None
     ) -> Claim | None:
-        keep = self.keep_sessions(runner_id) if keep is None else keep
-        claimed = turns.claim_next(tx, session_id, runner_id, keep)
+        claimed = turns.claim_next(tx, session_id, runner_id, keep is not False)
         if claimed is None:
+            if keep is None and not self.keep_sessions(tx, runner_id, session_id):
+                turns.give_up(tx, session_id, runner_id)
             return None
         row = claimed.row
         resume = None if row.resume is None else json.loads(row.resume)
@@ -212,8 +221,8 @@ class Journal:
                 live.mark_done(tx, turn_id, key)
             done = tx.execute(_STEP_DONE, {"tid": turn_id, "key": key}).first()
             if done is None:
-                values = {"turn_id": turn_id, "key": key, "status": "done"}
-                tx.execute(t.steps.insert().values(**values, result=dumps(result)))
+                row = {"turn_id": turn_id, "key": key, "status": "done", "result": dumps(result)}
+                tx.execute(_INSERT_STEP, row)
         for index, message in pending.messages:
             self._add_message(tx, session_id, turn_id, index, message)
 
@@ -257,16 +266,15 @@ class Journal:
         if exists is not None:
             return
         wire = message.to_dict()
-        tx.execute(
-            t.messages.insert().values(
-                session_id=session_id,
-                position=tx.bump(session_id, "message_seq"),
-                turn_id=turn_id,
-                turn_index=index,
-                message=dumps(wire),
-                before_position=before,
-            )
-        )
+        row = {
+            "session_id": session_id,
+            "position": tx.bump(session_id, "message_seq"),
+            "turn_id": turn_id,
+            "turn_index": index,
+            "message": dumps(wire),
+            "before_position": before,
+        }
+        tx.execute(_INSERT_MESSAGE, row)
         tx.emit(session_id, MessageAdded(wire), turn_id)
 
     # -- compactions -----------------------------------------------------------

@@ -40,8 +40,8 @@ def latest_report(
     """
     conversation = conversations.peek(session_id)
     if conversation is None:  # dropped since the claim read it: read it again
-        with store.write() as tx:
-            conversation = conversations.read(tx, session_id)
+        with store.read() as conn:
+            conversation = conversations.read_committed(conn, session_id)
     reply = latest_reply(conversation, turn_id)
     if reply is None:
         return None

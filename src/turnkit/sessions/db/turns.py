@@ -103,6 +103,14 @@ def _transition(
     return tx.execute(statement, params).rowcount == 1
 
 
+_INSERT_TURN = t.turns.insert()
+_INPUT_TURN = (
+    t.inputs.update()
+    .where(t.inputs.c.id == sa.bindparam("iid"))
+    .values(turn_id=sa.bindparam("tid"))
+)
+
+
 def queue_turn(
     tx: Tx,
     session_id: str,
@@ -112,19 +120,18 @@ def queue_turn(
 ) -> str:
     """A new queued turn for ``input_id``; the session gets a runner if it has none."""
     turn_id = new_id("turn")
-    tx.execute(
-        t.turns.insert().values(
-            id=turn_id,
-            session_id=session_id,
-            seq=tx.bump(session_id, "turn_seq"),
-            input_id=input_id,
-            status=TurnState.QUEUED,
-            input=dumps(agent_input),
-            resume=None if resume is None else dumps(resume),
-            queued_at=now(),
-        )
-    )
-    tx.execute(t.inputs.update().where(t.inputs.c.id == input_id).values(turn_id=turn_id))
+    row = {
+        "id": turn_id,
+        "session_id": session_id,
+        "seq": tx.bump(session_id, "turn_seq"),
+        "input_id": input_id,
+        "status": TurnState.QUEUED,
+        "input": dumps(agent_input),
+        "resume": None if resume is None else dumps(resume),
+        "queued_at": now(),
+    }
+    tx.execute(_INSERT_TURN, row)
+    tx.execute(_INPUT_TURN, {"iid": input_id, "tid": turn_id})
     tx.store.dispatch.turn_queued(tx, session_id)
     tx.appended.add(queued_key(session_id))  # wakes the session's runner if it waits
     return turn_id
@@ -184,6 +191,13 @@ def _oldest(tx: Tx, session_id: str, status: TurnState) -> Any:
 
 def _set_runner(tx: Tx, session_id: str, runner_id: str | None) -> None:
     tx.execute(_SET_RUNNER, {"sid": session_id, "runner_id": runner_id})
+
+
+def give_up(tx: Tx, session_id: str, runner_id: str) -> None:
+    """After :func:`claim_next` kept the session for ``runner_id`` and found nothing to
+    run: the runner gives the session up after all (in the same transaction)."""
+    if tx.lock_session(session_id).runner == runner_id:
+        _set_runner(tx, session_id, None)
 
 
 def end_turn(

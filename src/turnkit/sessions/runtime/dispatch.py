@@ -141,8 +141,10 @@ class Dispatcher:
         # id now, and what a runner awaits before it runs (under the holder of then).
         self.holds_lease: Callable[[], bool] = lambda: True
         self.admit: Callable[[], Awaitable[None]] | None = None
-        # Asks one runner lingering here to give its slot up (TurnWorker.evict_one).
+        # Asks one runner lingering here to give its slot up; hands a queued turn to
+        # its session's runner lingering here (runtime/lingering.py).
         self.evict: Callable[[], object] = lambda: False
+        self.hand_over: Callable[[Tx, str, str], object] = lambda tx, sid, runner: False
 
     # -- launch and shutdown -------------------------------------------------
 
@@ -241,6 +243,8 @@ class Dispatcher:
         runner = tx.execute(_RUNNER_OF, {"sid": session_id}).scalar()
         if runner is None:
             self._name_runner(tx, session_id)
+        elif self._runs_turns_now():  # after the rest of the input's writes (its event)
+            tx.finally_do(lambda: self.hand_over(tx, session_id, runner))
 
     def _name_runner(self, tx: Tx, session_id: str) -> str:
         runner_id = f"run-{session_id}-{tx.bump(session_id, 'runner_seq')}"

@@ -41,6 +41,7 @@ from turnkit.sessions.runtime.approving import decided_start, held_question, is_
 from turnkit.sessions.runtime.compacting import TurnCompaction
 from turnkit.sessions.runtime.conversions import KeptConversions
 from turnkit.sessions.runtime.durable import DurableModel, RenderError, describe_error
+from turnkit.sessions.runtime.lingering import Lingerers
 from turnkit.sessions.runtime.live import LiveHub
 from turnkit.sessions.runtime.live_publish import TurnLive
 from turnkit.sessions.runtime.steering import TurnSteering
@@ -49,7 +50,7 @@ from turnkit.tools import ToolInputError, execute_tool_call
 
 if TYPE_CHECKING:
     from turnkit.sessions.definitions import AgentDef, Definitions
-    from turnkit.sessions.runtime.notify import Notifier, Watch
+    from turnkit.sessions.runtime.notify import Notifier
 
 __all__ = ["TurnExecution", "TurnWorker"]
 
@@ -60,11 +61,6 @@ log = logging.getLogger("turnkit.sessions")
 # the session goes on as soon as it can.
 END_RETRY_FIRST_S = 0.5
 END_RETRY_MAX_S = 30.0
-# A runner whose session has nothing queued waits this long for the next input
-# before it gives the session up: a conversation's next turn then costs no new
-# workflow (two writes fewer). It keeps its slot meanwhile, so it gives the
-# session up at once when a runner waits for a slot (TurnWorker.evict_one).
-RUNNER_LINGER_S = 0.1
 
 
 def _stopping() -> bool:
@@ -300,10 +296,9 @@ class TurnWorker:
     ) -> None:
         self.journal = journal
         self.notifier = notifier  # wakes a runner waiting for its session's next input
-        self._may_linger = may_linger  # whether no runner here waits for a slot
-        self._lingering: set[str] = set()  # runners whose last turn end kept the session
-        self._waiting: dict[str, str] = {}  # lingering runner -> its session, while it waits
-        self._evicted: set[str] = set()  # lingering runners asked to give their slot up
+        # Runners keeping their idle session a moment (may_linger: no runner here
+        # waits for a slot).
+        self.lingerers = Lingerers(journal, notifier, may_linger)
         self.definitions = definitions  # the agents, and what use_tool(name) offers
         self.delegate = delegate  # what a subagent tool call does (Runtime.delegate)
         self.conversions = KeptConversions()  # each session's, from one turn to the next
@@ -350,9 +345,7 @@ class TurnWorker:
 
         Each turn's end claims the next one in the same transaction, so a busy
         session costs no extra write between its turns. When nothing is
-        queued and this process has a slot to spare, the runner keeps the
-        session for :data:`RUNNER_LINGER_S`, woken by the next turn queued,
-        then gives it up.
+        queued, the runner may keep the session a moment (:mod:`.lingering`).
         """
         what = f"claim the next turn of {session_id}"
         claim = await _retrying(what, self.journal.claim, session_id, runner_id)
@@ -364,58 +357,17 @@ class TurnWorker:
             while claim is not None:
                 seen = queued.version()
                 claim = await self._run_turn(claim)
-                if claim is None and runner_id in self._lingering:
-                    self._lingering.discard(runner_id)
-                    claim = await self._linger(runner_id, session_id, queued, seen)
-
-    def keeps_session(self, runner_id: str) -> bool:
-        """At a turn's end (in the writing thread): keep the session for a moment?
-        (The journal asks, as :attr:`Journal.keep_sessions`.)"""
-        keep = RUNNER_LINGER_S > 0 and self.notifier is not None and self._may_linger()
-        if keep:
-            self._lingering.add(runner_id)
-        return keep
-
-    async def _linger(
-        self, runner_id: str, session_id: str, queued: Watch, seen: tuple[int, int]
-    ) -> Claim | None:
-        """Wait a moment for the session's next turn; it, or None once given up."""
-        what = f"claim the next turn of {session_id}"
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + RUNNER_LINGER_S
-        with self._lock:
-            self._waiting[runner_id] = session_id
-        try:
-            while runner_id not in self._evicted:
-                if queued.version() == seen:
-                    left = deadline - loop.time()
-                    if left > 0:
-                        await queued.wait(seen, left)
-                    if queued.version() == seen or runner_id in self._evicted:
-                        break
-                seen = queued.version()
-                claim = await _retrying(what, self.journal.claim, session_id, runner_id, True)
-                if claim is not None:
-                    return claim
-        finally:
-            with self._lock:
-                self._waiting.pop(runner_id, None)
-                self._evicted.discard(runner_id)
-        return await _retrying(what, self.journal.claim, session_id, runner_id, False)
-
-    def evict_one(self) -> bool:
-        """Ask one lingering runner to give its session (and slot) up now, for a
-        runner waiting for a slot (from any thread); whether one was asked."""
-        with self._lock:
-            candidates = [r for r in self._waiting if r not in self._evicted]
-            if not candidates:
-                return False
-            runner_id = candidates[0]
-            self._evicted.add(runner_id)
-            session_id = self._waiting[runner_id]
-        assert self.notifier is not None  # only a runner with a notifier lingers
-        self.notifier.notify({queued_key(session_id)})  # wakes its wait
-        return True
+                if claim is None and self.lingerers.kept(runner_id):
+                    claim = await self.lingerers.linger(
+                        runner_id,
+                        queued,
+                        seen,
+                        lambda keep: _retrying(
+                            what, self.journal.claim, session_id, runner_id, keep
+                        ),
+                    )
+                else:
+                    self.lingerers.forget(runner_id)
 
     async def _fail(self, claim: Claim, err: BaseException) -> Claim | None:
         """End ``claim`` ``failed`` after ``err`` escaped it; the runner's next claim.

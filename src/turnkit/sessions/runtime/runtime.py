@@ -116,8 +116,9 @@ class Runtime:
             self.notifier,
             self.dispatcher.may_linger,
         )
-        self.journal.keep_sessions = self.worker.keeps_session
-        self.dispatcher.evict = self.worker.evict_one
+        self.journal.keep_sessions = self.worker.lingerers.keep
+        self.dispatcher.evict = self.worker.lingerers.evict_one
+        self.dispatcher.hand_over = self.worker.lingerers.hand_over
         self.store.on_busy = self._on_busy
         self.store.cancel_local = self.worker.cancel
         self.live = self.worker.live = LiveHub(databases, self.store)
