@@ -140,3 +140,42 @@ async def test_a_full_process_takes_its_waiting_runners_in_the_order_they_waited
         turns = [await app.wait(r.turn_id, timeout=10) for r in receipts]
     assert [t.status for t in turns] == ["completed"] * 4
     assert order == ["first", "s1", "s2", "s3"]
+
+
+async def test_a_lingering_runner_is_handed_the_next_turn_by_the_send_that_queues_it(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lingering, "RUNNER_LINGER_S", 30.0)  # it is surely still lingering
+    app = echo_app(db_url)
+    async with app:
+        session = await app.create_session("echo")
+        await app.wait((await app.send(session.id, text="a")).turn_id, timeout=10)
+        receipt = await app.send(session.id, text="b")
+        # Started in the transaction that queued it: running (or done) as send returns.
+        assert (await app.get_turn(receipt.turn_id)).status in ("running", "completed")
+        turn = await app.wait(receipt.turn_id, timeout=10)
+        events = [e.type for e in await app.events(session.id) if e.turn_id == turn.id]
+    assert turn.output == "echo:b"
+    assert events == ["input.received", "turn.started", "message", "message", "turn.completed"]
+
+
+async def test_a_hand_over_that_fails_leaves_the_turn_to_its_runner(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from turnkit.sessions.db.steps import Journal
+
+    monkeypatch.setattr(lingering, "RUNNER_LINGER_S", 30.0)
+    app = echo_app(db_url)
+    async with app:
+        session = await app.create_session("echo")
+        await app.wait((await app.send(session.id, text="a")).turn_id, timeout=10)
+
+        def refuse(self: Journal, tx: object, session_id: str, runner_id: str) -> None:
+            raise RuntimeError("the claim was refused")
+
+        monkeypatch.setattr(Journal, "claim_in", refuse)
+        receipt = await app.send(session.id, text="b")  # the input is stored all the same
+        turn = await app.wait(receipt.turn_id, timeout=10)
+        history = await app.history(session.id)
+    assert turn.output == "echo:b"
+    assert [m.text for m in history] == ["a", "echo:a", "b", "echo:b"]

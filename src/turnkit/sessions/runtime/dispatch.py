@@ -80,6 +80,11 @@ _NAME_RUNNER = (
     .values(runner=sa.bindparam("runner_id"))
 )
 
+# After asking a lingering runner to make room, the taker looks again this soon
+# (its freed slot wakes the taker at once; this covers a runner that took a turn
+# of its own session meanwhile and so frees nothing).
+_EVICTED_LOOK_S = 0.05
+
 _lock = threading.Lock()
 _body: SessionBody | None = None
 log = logging.getLogger("turnkit.sessions")
@@ -279,20 +284,25 @@ class Dispatcher:
         self._taker.start()
 
     def _take_loop(self, store: Store) -> None:
+        wait = self.polling_interval
         while not self._stopping.is_set():
-            self._wake.wait(self.polling_interval)
+            self._wake.wait(wait)
             self._wake.clear()
             if self._stopping.is_set():
                 return
+            wait = self.polling_interval
             try:
-                while self._take_some(store):
+                while (took := self._take_some(store)) is True:
                     pass
+                if took is None:  # a lingering runner was asked to leave: look again soon
+                    wait = min(wait, _EVICTED_LOOK_S)
             except Exception as err:  # the database is unreachable: the next look retries
                 log.warning("turnkit: taking waiting runners failed (will retry): %s", err)
 
-    def _take_some(self, store: Store) -> bool:
+    def _take_some(self, store: Store) -> bool | None:
         """Take as many waiting runners as this process has free slots; whether it
-        took any (there may be more)."""
+        took any (there may be more), None when it asked a lingering runner to
+        make room instead."""
         if not self._runs_turns_now():
             return False
         self._others_wait = waiting.anything_waits(self.databases.read)
@@ -301,8 +311,7 @@ class Dispatcher:
         if not self.slots.free():
             # A runner lingering for its session's next input gives its slot up; the
             # freed slot wakes this thread again.
-            self.evict()
-            return False
+            return None if self.evict() else False
         reserved = self.slots.take_up_to(self.max_running)
         taken: list[tuple[str, str]] = []
         try:

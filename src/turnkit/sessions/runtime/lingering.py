@@ -161,7 +161,7 @@ class Lingerers:
                 (
                     (runner_id, me)
                     for runner_id, me in self._by_runner.items()
-                    if not me.evicted and me.state == _WAITING
+                    if not me.evicted and me.state != _HANDED
                 ),
                 None,
             )
