@@ -128,6 +128,7 @@ class Tx:
         self.conn = conn
         self.store = store
         self.appended: set[str] = set()
+        self.event_ids: list[int] = []  # of the events it appended
         self.after: list[Callable[[], None]] = []
         self.undo: list[Callable[[], None]] = []
         self.last: list[Callable[[], None]] = []
@@ -173,7 +174,9 @@ class Tx:
         self.appended.add(session_id)
         if event.type in TURN_END_TYPES:  # waiters on a turn's end listen on this key only
             self.appended.add(ended_key(session_id))
-        return int(inserted.inserted_primary_key[0])
+        event_id = int(inserted.inserted_primary_key[0])
+        self.event_ids.append(event_id)
+        return event_id
 
     def lock_session(self, session_id: str) -> Any:
         """The session's row, locked until commit (``SessionNotFoundError`` if none)."""
@@ -190,7 +193,7 @@ class Store:
         self,
         databases: Databases,
         dispatch: Dispatch,
-        on_commit: Callable[[set[str]], None] | None = None,
+        on_commit: Callable[[set[str], list[int]], None] | None = None,
     ) -> None:
         self.databases = databases
         self.dispatch = dispatch
@@ -225,7 +228,7 @@ class Store:
                 undo()
             raise
         if tx.appended and self._on_commit is not None:
-            self._on_commit(tx.appended)
+            self._on_commit(tx.appended, tx.event_ids)
         for callback in tx.after:
             callback()
 

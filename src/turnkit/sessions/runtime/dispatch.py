@@ -313,6 +313,8 @@ class Dispatcher:
             # freed slot wakes this thread again.
             return None if self.evict() else False
         reserved = self.slots.take_up_to(self.max_running)
+        if not reserved:  # taken meanwhile
+            return False
         taken: list[tuple[str, str]] = []
         try:
             with store.write() as tx:

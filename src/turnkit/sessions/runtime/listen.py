@@ -1,8 +1,10 @@
 """Postgres ``LISTEN``/``NOTIFY``: followers in any process woken within milliseconds.
 
 A write transaction that appends events sends one ``NOTIFY`` naming the keys
-it changed (sessions, and "a turn of this session ended" keys); Postgres
-delivers it at commit, to every process listening. Each process listens on
+it changed (sessions, and "a turn of this session ended" keys) after the
+sending process's origin token; Postgres delivers it at commit, to every
+process listening, the sender included, which leaves its own out (its
+store woke those keys at the commit). Each process listens on
 one connection of its own, in a thread, and wakes the waiters of those keys
 (:meth:`Notifier.changed_elsewhere`). While that connection is up, the
 :class:`~.notify.Notifier`'s poll slows to a fallback; when it drops, the
@@ -37,30 +39,32 @@ log = logging.getLogger("turnkit.sessions")
 _NOTIFY = sa.text("SELECT pg_notify(:channel, :payload)")
 
 
-def publisher(databases: Databases) -> Callable[[Tx], None] | None:
-    """What the store calls inside a write transaction that changed sessions (Postgres)."""
+def publisher(databases: Databases, origin: str) -> Callable[[Tx], None] | None:
+    """What the store calls inside a write transaction that changed sessions (Postgres);
+    ``origin`` names this process in the notification."""
     if databases.sqlite:
         return None
 
     def publish(tx: Tx) -> None:
-        payload = " ".join(sorted(tx.appended))
-        if len(payload.encode()) > MAX_PAYLOAD:
-            payload = EVERYTHING
-        tx.execute(_NOTIFY, {"channel": CHANNEL, "payload": payload})
+        keys = " ".join(sorted(tx.appended))
+        if len(keys.encode()) + len(origin) + 1 > MAX_PAYLOAD:
+            keys = EVERYTHING
+        tx.execute(_NOTIFY, {"channel": CHANNEL, "payload": f"{origin} {keys}"})
 
     return publish
 
 
-def parse(payload: str) -> set[str] | None:
-    """The keys a notification names; None for "any may have changed"."""
-    return None if payload == EVERYTHING else set(payload.split())
+def parse(payload: str) -> tuple[str, set[str] | None]:
+    """The origin of a notification, and the keys it names (None: any may have changed)."""
+    origin, _, keys = payload.partition(" ")
+    return origin, None if keys == EVERYTHING else set(keys.split())
 
 
 class Listener:
     """One connection that ``LISTEN``s, in a thread, until :meth:`close`."""
 
-    def __init__(self, dsn: str, notifier: Notifier) -> None:
-        self.dsn, self.notifier = dsn, notifier
+    def __init__(self, dsn: str, notifier: Notifier, origin: str) -> None:
+        self.dsn, self.notifier, self.origin = dsn, notifier, origin
         self._stop = threading.Event()
         self.connected = threading.Event()
         self._thread = threading.Thread(target=self._run, name="turnkit-listen", daemon=True)
@@ -76,7 +80,9 @@ class Listener:
                     self._connected(True)
                     while not self._stop.is_set():
                         for note in conn.notifies(timeout=0.5):
-                            self.notifier.changed_elsewhere(parse(note.payload))
+                            origin, keys = parse(note.payload)
+                            if origin != self.origin:
+                                self.notifier.changed_elsewhere(keys)
             except psycopg.Error as err:
                 if not self._stop.is_set():
                     log.warning("turnkit: LISTEN connection lost (polling meanwhile): %s", err)
@@ -98,9 +104,10 @@ class Listener:
         self._thread.join(timeout=5)
 
 
-def start_listening(databases: Databases, notifier: Notifier) -> Listener | None:
-    """A :class:`Listener` on a Postgres database; None on SQLite."""
+def start_listening(databases: Databases, notifier: Notifier, origin: str) -> Listener | None:
+    """A :class:`Listener` on a Postgres database (leaving out the notifications of
+    ``origin``, this process); None on SQLite."""
     if databases.sqlite:
         return None
     url = sa.engine.make_url(databases.url).set(drivername="postgresql")
-    return Listener(url.render_as_string(hide_password=False), notifier)
+    return Listener(url.render_as_string(hide_password=False), notifier, origin)

@@ -5,14 +5,18 @@ key's change counter while someone follows it, and drops it when the last
 follower leaves, so the state held is bounded by the sessions being
 followed, not by every session ever seen.
 
-Writes made by this process notify their sessions at once (the store calls
-:meth:`Notifier.notify` after each commit). Writes made by another process
-on the same database are seen by a watcher thread, which runs only while
-someone waits or listens: a cheap change token (on SQLite ``PRAGMA
+Writes made by this process notify their keys at once (the store calls
+:meth:`Notifier.committed` after each commit). Writes made by another
+process on the same database are seen by a watcher thread, which runs only
+while someone waits or listens: a cheap change token (on SQLite ``PRAGMA
 data_version``, on Postgres the newest event id and the count of running
 turns asked to stop), and when it moves and someone waits, the sessions
-whose events are new (:class:`ChangeFeed`): a commit wakes the followers
-of the sessions it changed, not every follower of every session.
+whose events are new and the types of those events (:class:`ChangeFeed`):
+a commit wakes the followers of the sessions it changed, not every follower
+of every session, and only the keys its events concern (a turn's end, a
+turn queued). The token also moves on this process's own commits (another
+connection); the feed leaves out the events this process appended, which
+woke their waiters already.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ __all__ = ["ChangeFeed", "Notifier", "Watch"]
 WATCH_INTERVAL_S = 0.05
 GAP_WAIT_S = 10.0  # how long an event id skipped by a concurrent commit is looked for
 MAX_GAPS = 1000
+MAX_LOCAL = 100_000  # own event ids kept for the feed to leave out
 
 
 class _Key:
@@ -88,6 +93,7 @@ class ChangeFeed:
         self._events = t.events
         self._last = self._max_id()
         self._gaps: dict[int, float] = {}
+        self._local: set[int] = set()  # ids of events this process appended, not yet read
 
     def _max_id(self) -> int:
         with self._engine.connect() as conn:
@@ -98,21 +104,30 @@ class ChangeFeed:
         """Whether skipped ids are still looked for (the token cannot show them)."""
         return bool(self._gaps)
 
-    def skip(self) -> set[str]:
+    def skip(self) -> dict[str, set[str]]:
         """Nobody follows any session: take what was committed as seen."""
         self._last, self._gaps = self._max_id(), {}
-        return set()
+        self._local.clear()
+        return {}
 
-    def sessions(self) -> set[str]:
-        """The sessions whose events committed since the last call."""
+    def appended_here(self, event_ids: list[int]) -> None:
+        """This process appended these events (and woke their waiters itself)."""
+        if len(self._local) > MAX_LOCAL:  # ids never read (nobody followed): forget them
+            self._local.clear()
+        self._local.update(event_ids)
+
+    def sessions(self) -> dict[str, set[str]]:
+        """The sessions other processes appended events to since the last call, and
+        the types of those events."""
         events = self._events
         newer = events.c.id > self._last
         if self._gaps:
             newer = sa.or_(newer, events.c.id.in_(list(self._gaps)))
+        query = sa.select(events.c.id, events.c.session_id, events.c.type).where(newer)
         with self._engine.connect() as conn:
-            rows = conn.execute(sa.select(events.c.id, events.c.session_id).where(newer)).all()
+            rows = conn.execute(query).all()
         if not rows:
-            return set()
+            return {}
         found = {row.id for row in rows}
         for event_id in found:
             self._gaps.pop(event_id, None)
@@ -125,7 +140,13 @@ class ChangeFeed:
         self._last = max(self._last, top)
         cutoff = time.monotonic() - GAP_WAIT_S
         self._gaps = {i: at for i, at in list(self._gaps.items())[-MAX_GAPS:] if at > cutoff}
-        return {row.session_id for row in rows}
+        changed: dict[str, set[str]] = {}
+        for row in rows:
+            if row.id in self._local:
+                self._local.discard(row.id)
+            else:
+                changed.setdefault(row.session_id, set()).add(row.type)
+        return changed
 
 
 class Notifier:
@@ -134,12 +155,12 @@ class Notifier:
     def __init__(
         self,
         feed: ChangeFeed | None = None,
-        keys_of: Callable[[str], tuple[str, ...]] = lambda session_id: (session_id,),
+        keys_of: Callable[[str, set[str]], tuple[str, ...]] = lambda session, types: (session,),
     ) -> None:
         self._lock = threading.Lock()
         self._keys: dict[str, _Key] = {}  # followed keys only
         self._feed = feed
-        self._keys_of = keys_of  # the keys a session's change wakes
+        self._keys_of = keys_of  # the keys a session's new events (of these types) wake
         self._watcher: threading.Thread | None = None
         self._stop = threading.Event()
         self._listeners: list[Callable[[], None]] = []
@@ -168,6 +189,12 @@ class Notifier:
     def followed(self) -> int:
         """How many keys someone follows now (the state this notifier holds)."""
         return len(self._keys)
+
+    def committed(self, keys: set[str], event_ids: list[int]) -> None:
+        """After a commit of this process: wake the keys it changed."""
+        if self._feed is not None and event_ids:
+            self._feed.appended_here(event_ids)
+        self.notify(keys)
 
     def notify(self, keys: set[str] | None = None) -> None:
         """These keys changed (None: any may have): wake their waiters."""
@@ -233,7 +260,8 @@ class Notifier:
             except sa.exc.SQLAlchemyError:
                 continue
             if changed:
-                self.notify({key for session in changed for key in self._keys_of(session)})
+                keys = {key for s, types in changed.items() for key in self._keys_of(s, types)}
+                self.notify(keys)
             for listener in list(self._listeners):
                 listener()
 

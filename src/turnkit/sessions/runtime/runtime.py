@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,7 @@ from turnkit.sessions.db.engines import Databases, resolve_url
 from turnkit.sessions.db.inputs import NewInput, accept_input
 from turnkit.sessions.db.steps import Journal
 from turnkit.sessions.db.store import Store, TurnEndListener, ended_key, queued_key
-from turnkit.sessions.model.events import InputRefused
+from turnkit.sessions.model.events import TURN_END_TYPES, InputReceived, InputRefused
 from turnkit.sessions.model.executors import ExecutorInfo
 from turnkit.sessions.model.records import Event, Receipt, Session, Turn
 from turnkit.sessions.runtime.dispatch import Dispatcher
@@ -61,6 +62,16 @@ class Settings:
     lease_seconds: float = DEFAULT_LEASE_S  # of the executor id (see runtime/executors.py)
 
 
+def _keys_of(session_id: str, types: set[str]) -> tuple[str, ...]:
+    """The keys that another process's new events in a session wake (see notify.py)."""
+    keys = (session_id,)
+    if not types.isdisjoint(TURN_END_TYPES):
+        keys += (ended_key(session_id),)
+    if InputReceived.type in types:  # every turn is queued with its input's event
+        keys += (queued_key(session_id),)
+    return keys
+
+
 class Runtime:
     """The running parts of one started App."""
 
@@ -99,14 +110,16 @@ class Runtime:
     def _open(self, databases: Databases, s: Settings) -> None:
         self.notifier = Notifier(
             change_feed(databases.read, databases.sqlite),
-            lambda session_id: (session_id, ended_key(session_id), queued_key(session_id)),
+            _keys_of,
         )
         self.dispatcher = Dispatcher(databases, s.executor_id, s.polling_interval, s.max_running)
         self.dispatcher.holds_lease = lambda: self.lease.live
         self.dispatcher.admit = self.lease.admit
-        self.store = Store(databases, self.dispatcher, self.notifier.notify)
+        self.store = Store(databases, self.dispatcher, self.notifier.committed)
         self.store.fence = self.lease.fence
-        self.store.publish = publisher(databases)
+        origin = uuid.uuid4().hex  # this process in its own NOTIFYs (listen.py)
+        self.store.publish = publisher(databases, origin)
+        self._origin = origin
         self.store.listeners = [SubscriptionFanOut(s.max_hops), *self._listeners]
         self.journal = Journal(self.store)
         self.worker = TurnWorker(
@@ -126,7 +139,7 @@ class Runtime:
         if s.workers:  # after DBOS's own recovery: the runners it could not know of
             self.dispatcher.recover(self.store)
             self.dispatcher.take_waiting(self.store)
-        self.listener = start_listening(databases, self.notifier)
+        self.listener = start_listening(databases, self.notifier, self._origin)
         self.notifier.on_change(self._check_cancels)
         self.lease.start(self._take_over if s.workers else None)
 
