@@ -83,16 +83,23 @@ def _decoder(depth: int, arrays: Any) -> Any:
     return msgspec.msgpack.Decoder(_json_type(depth, arrays)).decode
 
 
-_plain_decoders: dict[int, Any] = {}  # by max_depth: what fast_freeze decodes with
+class _Bounds:
+    """What the C path allows under one ``JsonLimits``: its encoded length and decoder."""
+
+    __slots__ = ("decode", "limits", "max_length")
+
+    def __init__(self, limits: JsonLimits) -> None:
+        self.limits = limits
+        self.max_length = min(limits.max_nodes, limits.max_bytes)
+        self.decode = _decoder(min(limits.max_depth, FAST_DEPTH), list)
 
 
-def _plain_decoder(max_depth: int) -> Any:
-    decode = _plain_decoders[max_depth] = _decoder(min(max_depth, FAST_DEPTH), list)
-    return decode
+_bounds = _Bounds(JsonLimits())
 
 
 def fast_freeze(value: dict[Any, Any], limits: JsonLimits) -> FrozenDict | None:
     """``value`` (an exact dict) frozen, or None when the Python walk must decide."""
+    global _bounds
     try:
         built_ins = _marshal(value)
     except Exception:  # not built-in types only, or too deep
@@ -106,11 +113,13 @@ def fast_freeze(value: dict[Any, Any], limits: JsonLimits) -> FrozenDict | None:
         data = _encode(value)
     except Exception:  # lone surrogates, integers no provider can take
         return None
-    if len(data) > limits.max_nodes or len(data) > limits.max_bytes:
+    bounds = _bounds
+    if bounds.limits is not limits:
+        bounds = _bounds = _Bounds(limits)
+    if len(data) > bounds.max_length:
         return None
-    depth = limits.max_depth
     try:
-        (_plain_decoders.get(depth) or _plain_decoder(depth))(data)
+        bounds.decode(data)
     except (msgspec.ValidationError, msgspec.DecodeError):
         return None
     frozen: FrozenDict = _new(FrozenDict)
