@@ -9,8 +9,9 @@
   from call to call) so it does not hold the event loop up, and one that
   never returns can be abandoned. The loop waits for a sync function's
   answer directly for at most :data:`DIRECT_WAIT_S` (50 us), which is less
-  than waking the loop from the worker costs; one still running then is
-  awaited through the loop.
+  than waking the loop from the worker costs, with the worker held to the
+  loop's core meanwhile; one still running then is let free and awaited
+  through the loop. The workers live in :mod:`turnkit._workers`.
 - :func:`call_within`: the same with a deadline (:class:`CallTimeout`), as
   tools run: a sync function's deadline is a timer on its own future, made
   only if the call is still running after that direct wait.
@@ -24,8 +25,12 @@ from __future__ import annotations
 from _thread import allocate_lock
 from collections.abc import Callable, Coroutine
 from contextvars import copy_context
+from os import write as _write
+from select import select as _select
 from time import monotonic as _monotonic
 from typing import Any, TypeVar
+
+from turnkit._workers import workers
 
 __all__ = [
     "CallTimeout",
@@ -201,27 +206,36 @@ async def _in_thread(
 ) -> Any:
     """:func:`run_in_thread`; past ``timeout_s`` the call is abandoned (:class:`CallTimeout`).
 
-    The loop first waits for the worker's answer directly, for at most
-    :data:`DIRECT_WAIT_S`: a call that is back by then costs one hand-over
-    each way and nothing else, where waking the loop from another thread
-    (its self-pipe, a select, two turns of the loop) costs more than that
-    wait. A call still running then is awaited through the loop as usual,
-    so a slow function holds the loop up for those microseconds only.
+    The loop rings an idle worker's doorbell (one byte down its pipe) and
+    waits for the answer byte directly, for at most :data:`DIRECT_WAIT_S`: a
+    call that is back by then costs one hand-over each way and nothing else.
+    For those microseconds the worker may run only on the loop's current
+    core (:meth:`~turnkit._workers.Worker.stay_on_this_core`): the loop waits anyway, and the
+    hand-over each way is then a switch between two threads of one core
+    instead of waking an idle core (50-100 us on a virtual machine). A call
+    still running after the direct wait is let run on any core again and
+    awaited through the loop as usual, so a slow function holds the loop up
+    for those microseconds only and keeps its parallelism.
     """
     call = _Handover(fn, args, kwargs)
-    _workers().submit(call.run)
+    worker = workers().take()
+    worker.call = call
+    worker.stay_on_this_core()
+    _write(worker.doorbell, b"\0")
     wait = DIRECT_WAIT_S if timeout_s is None or timeout_s > DIRECT_WAIT_S else timeout_s
-    if call.returned.acquire(timeout=wait):
-        return call.value()
-    if wait is timeout_s:
-        raise CallTimeout
+    if worker.answer < _FD_SETSIZE and _select((worker.answer,), (), (), wait)[0]:
+        return worker.collect(call)
+    worker.free_to_move()
     import asyncio
 
     loop = asyncio.get_running_loop()
     call.loop = loop
     future = call.future = loop.create_future()
-    if call.returned.acquire(blocking=False):  # it came back meanwhile
-        return call.value()
+    if not call.claim.acquire(False):  # it came back meanwhile: its answer byte is on its way
+        return worker.collect(call)
+    if wait is timeout_s:
+        future.cancel()  # nobody awaits it: the outcome, when it comes, is dropped
+        raise CallTimeout
     if timeout_s is None:
         return await future
     timer = loop.call_later(timeout_s - wait, _expire, future)
@@ -235,48 +249,45 @@ DIRECT_WAIT_S = 50e-6
 """How long the event loop waits for a sync function's answer before it
 awaits it through the loop (see :func:`run_in_thread`)."""
 
+_FD_SETSIZE = 1024  # select() takes no higher descriptor: such a worker is awaited through the loop
+
 
 class _Handover:
     """One call handed to a worker thread, and its outcome handed back.
 
-    ``returned`` is released when the outcome is in. If the caller stopped
-    waiting for it directly, it has set ``loop`` and ``future`` first, and
-    the outcome also goes to the future, through the loop. The caller sets
-    the future before it looks at ``returned`` again, and the worker releases
-    ``returned`` before it looks at the future, so one of them always sees
-    the other's step.
+    ``claim`` decides, once, how the outcome goes back: the worker takes it
+    when the call is done and writes its answer byte, which the caller
+    reads; the caller takes it when it stops waiting directly, after setting
+    ``loop`` and ``future``, and the worker then settles the future through
+    the loop. Whoever loses knows the other's way.
     """
 
-    __slots__ = ("args", "context", "fn", "future", "kwargs", "loop", "ok", "outcome", "returned")
+    __slots__ = ("args", "claim", "context", "fn", "future", "kwargs", "loop", "ok", "outcome")
 
     def __init__(
         self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> None:
         self.fn, self.args, self.kwargs = fn, args, kwargs
         self.context = copy_context()
-        self.returned = allocate_lock()
-        self.returned.acquire()
+        self.claim = allocate_lock()
         self.future: Any = None
         self.loop: Any = None
         self.ok = False
         self.outcome: Any = None
 
-    def run(self) -> Callable[[], None]:
-        """Run the call (in a worker); what hands its outcome back."""
+    def run(self) -> None:
+        """Run the call (in a worker)."""
         try:
             self.outcome, self.ok = self.context.run(self.fn, *self.args, **self.kwargs), True
         except BaseException as err:  # handed to the caller, as to_thread does
             self.outcome = err
-        return self.hand_back
 
-    def hand_back(self) -> None:
-        self.returned.release()
-        future = self.future
-        if future is not None:
-            import contextlib
+    def settle_later(self) -> None:
+        """Hand the outcome to the caller's future, through its loop."""
+        import contextlib
 
-            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
-                self.loop.call_soon_threadsafe(_settle, future, self.ok, self.outcome)
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+            self.loop.call_soon_threadsafe(_settle, self.future, self.ok, self.outcome)
 
     def value(self) -> Any:
         """The outcome: what the function returned, or what it raised."""
@@ -298,70 +309,3 @@ def _settle(future: Any, ok: bool, outcome: Any) -> None:
         future.set_result(outcome)
     else:
         future.set_exception(outcome)
-
-
-class _Workers:
-    """Daemon threads that run jobs one at a time and wait for the next.
-
-    A job goes to an idle worker when there is one, else to a new thread;
-    a worker idle for ``idle_s`` ends. The count of idle workers is kept
-    under a lock, so every job queued has a worker that will take it. A job
-    returns what hands its outcome back, which runs once its worker counts
-    as idle again: a caller woken by it finds the worker free.
-    """
-
-    def __init__(self, idle_s: float = 60.0) -> None:
-        import queue
-        import threading
-
-        self._jobs: queue.SimpleQueue[Callable[[], Callable[[], None]]] = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._idle = 0
-        self._idle_s = idle_s
-
-    def submit(self, job: Callable[[], Callable[[], None]]) -> None:
-        with self._lock:
-            start = self._idle == 0
-            if not start:
-                self._idle -= 1  # that worker is now promised this job
-        self._jobs.put(job)
-        if start:
-            import threading
-
-            threading.Thread(target=self._serve, name="turnkit-worker", daemon=True).start()
-
-    def _serve(self) -> None:
-        import queue
-
-        while True:
-            try:
-                job = self._jobs.get(timeout=self._idle_s)
-            except queue.Empty:
-                with self._lock:
-                    if self._idle > 0:  # no job was promised to an idle worker: end
-                        self._idle -= 1
-                        return
-                continue  # a job is on its way to this worker
-            hand_back = job()
-            with self._lock:
-                self._idle += 1
-            hand_back()
-            del job, hand_back  # nothing of a finished call is kept alive
-
-
-_pool: _Workers | None = None
-
-
-def _workers() -> _Workers:
-    global _pool
-    if _pool is None:
-        import os
-
-        _pool = _Workers()
-        os.register_at_fork(after_in_child=_forget_workers)  # their threads are not in a child
-    return _pool
-
-
-def _forget_workers() -> None:
-    global _pool
-    _pool = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import subprocess
 import sys
 import textwrap
@@ -268,3 +269,46 @@ async def test_a_sync_tool_that_fails_after_a_while_is_an_error_result() -> None
 
     result = await run(slow_failure)
     assert result.is_error and result.content == "Tool 'slow_failure' failed: ValueError: gave up"
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="no CPU affinity here")
+async def test_a_slow_sync_tool_may_run_on_every_core_the_loop_may_use() -> None:
+    cores = os.sched_getaffinity(0)
+    seen: list[set[int]] = []
+
+    @tool
+    def slow() -> str:
+        """Reads the cores it may run on once the loop has stopped waiting for it directly."""
+        threading.Event().wait(0.05)
+        seen.append(os.sched_getaffinity(0))
+        return "done"
+
+    @tool
+    def quick() -> str:
+        """Returns at once."""
+        return "quick"
+
+    for _ in range(3):  # a quick call first: its worker may be held to the loop's core meanwhile
+        assert (await run(quick)).content == "quick"
+        assert (await run(slow)).content == "done"
+    assert seen == [cores] * 3
+
+
+async def test_many_sync_tool_calls_keep_a_bounded_number_of_threads_and_files() -> None:
+    @tool
+    def quick() -> str:
+        """Returns at once."""
+        return "quick"
+
+    def open_files() -> int:
+        return len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else 0
+
+    assert (await run(quick)).content == "quick"
+    threads, files = threading.active_count(), open_files()
+    for _ in range(200):
+        assert (await run(quick)).content == "quick"
+    await asyncio.gather(*(run(quick) for _ in range(20)))
+    for _ in range(200):
+        assert (await run(quick)).content == "quick"
+    assert threading.active_count() <= threads + 20
+    assert open_files() <= files + 4 * 20

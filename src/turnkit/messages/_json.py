@@ -36,9 +36,10 @@ class FrozenDict(Mapping[str, Any]):
     plain, mutable deep copy (what ``json.dumps`` takes).
     """
 
-    __slots__ = ("_data", "_hash", "_size")
+    __slots__ = ("_data", "_hash", "_raw", "_size")
 
     _data: MappingProxyType[str, Any]  # read-only: its dict is reachable from nowhere else
+    _raw: bytes  # msgpack of the items, when frozen in C: _data is built on first use
     _size: tuple[int, int, int]  # nodes, bytes, height: what reusing it elsewhere adds
 
     def __new__(cls, *args: Any, **kwargs: Any) -> FrozenDict:
@@ -47,6 +48,12 @@ class FrozenDict(Mapping[str, Any]):
         except Exception as err:
             raise InvalidMessageError("", f"not plain data ({_error_name(err)})") from None
         return freeze_json(pairs)  # type: ignore[no-any-return]
+
+    def __getattr__(self, name: str) -> Any:
+        """Only reached for a slot not set: ``_data`` of an object frozen in C."""
+        if name == "_data":
+            return _materialize(self, _get_raw(self))
+        raise AttributeError(name)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         raise TypeError("FrozenDict cannot be subclassed")
@@ -171,6 +178,9 @@ def _measure(value: Any) -> tuple[int, int, int]:
 _new = object.__new__
 _set = object.__setattr__
 _set_data = FrozenDict._data.__set__  # type: ignore[attr-defined]
+_get_data = FrozenDict._data.__get__  # type: ignore[attr-defined]
+_set_raw = FrozenDict._raw.__set__  # type: ignore[attr-defined]
+_get_raw = FrozenDict._raw.__get__  # type: ignore[attr-defined]
 _proxy = MappingProxyType
 _dict_len = dict.__len__
 _dict_items = dict.items
@@ -382,7 +392,8 @@ def freeze_object(value: object, path: str) -> FrozenDict:
     """:func:`freeze_json` for a value that must be a JSON object."""
     kind = type(value)
     if kind is dict:
-        return freeze_json(value, path)  # type: ignore[no-any-return]
+        frozen = _fast_freeze(value, get_json_limits())  # type: ignore[arg-type]
+        return frozen if frozen is not None else freeze_json(value, path)
     if kind is FrozenDict:
         return value  # type: ignore[return-value]
     if not issubclass(kind, dict):
@@ -394,7 +405,9 @@ def _located(err: _NotPlain, value: object, path: str, limits: JsonLimits) -> In
     steps = "".join(reversed(err.steps))
     why = err.why
     if why == "too deep":
-        cycle = _cycle_steps(value, limits.max_depth)
+        from turnkit.messages._cycles import cycle_steps
+
+        cycle = cycle_steps(value, limits.max_depth)
         if cycle is None:
             why = f"more than {limits.max_depth} nested containers"
         else:
@@ -434,46 +447,6 @@ def _safe_repr(value: object) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _children(item: object) -> list[tuple[str, object]] | None:
-    if issubclass(type(item), dict):
-        return [(key_step(key), child) for key, child in dict.items(item)]
-    if type(item) is FrozenDict:
-        return [(key_step(key), child) for key, child in item.items()]
-    if issubclass(type(item), list):
-        return [(f"[{index}]", child) for index, child in enumerate(list.copy(item))]
-    if issubclass(type(item), tuple):
-        return [(f"[{index}]", child) for index, child in enumerate(tuple.__iter__(item))]
-    return None
-
-
-def _cycle_steps(value: object, max_depth: int) -> str | None:
-    """The path to where a container holds itself, if one does.
-
-    Only asked once a walk ran too deep, so it need not be fast.
-    """
-    on_path: set[int] = set()
-
-    def visit(item: object) -> list[str] | None:
-        children = _children(item)
-        if children is None:
-            return None
-        if id(item) in on_path:
-            return []
-        if len(on_path) > max_depth * 4:
-            return None
-        on_path.add(id(item))
-        for step, child in children:
-            found = visit(child)
-            if found is not None:
-                found.append(step)
-                return found
-        on_path.discard(id(item))
-        return None
-
-    found = visit(value)
-    return None if found is None else "".join(reversed(found))
-
-
 def key_step(key: object) -> str:
     """``.name`` for an identifier, else ``['a.b']``: never confusable with a path."""
     if issubclass(type(key), str) and key.isidentifier() and key.isascii():
@@ -485,7 +458,10 @@ def thaw(value: Any) -> Any:
     """A plain, mutable deep copy of a frozen JSON value (dicts and lists)."""
     kind = type(value)
     if kind is FrozenDict:
-        items = value._data.items()
+        try:
+            items = _get_data(value).items()
+        except AttributeError:  # frozen in C, not read yet
+            return _plain_copy(_get_raw(value))
     elif issubclass(type(value), (dict, FrozenDict)):
         items = value.items()
     elif issubclass(type(value), (tuple, list)):
@@ -496,3 +472,9 @@ def thaw(value: Any) -> Any:
 
 
 _PLAIN = frozenset({str, int, float, bool, type(None)})
+
+from turnkit.messages._json_fast import (  # noqa: E402 (it builds on FrozenDict)
+    fast_freeze as _fast_freeze,
+)
+from turnkit.messages._json_fast import materialize as _materialize  # noqa: E402
+from turnkit.messages._json_fast import plain_copy as _plain_copy  # noqa: E402
