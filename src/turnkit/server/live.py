@@ -27,10 +27,9 @@ __all__ = ["live_items"]
 
 async def live_items(app: Any, feeds: Any, session_id: str, after: int) -> AsyncIterator[Any]:
     """The session's durable events and live deltas after ``after``, as the SSE
-    route sends them (events as they are, deltas as ServerSentEvents)."""
-    from sse_starlette import ServerSentEvent
-
+    route sends them (events as they are, deltas as their SSE frames)."""
     from turnkit.server.events import encoded
+    from turnkit.server.sse import frame
     from turnkit.sessions.model.live import LiveEvent
     from turnkit.sessions.runtime.live_follow import follow_live
 
@@ -44,15 +43,17 @@ async def live_items(app: Any, feeds: Any, session_id: str, after: int) -> Async
     try:
         async for item in merged:
             if isinstance(item, LiveEvent):
-                yield ServerSentEvent(data=encoded(item, _live_json), event=item.type)
+                yield encoded(item, _live_frame)
             else:
                 yield item
     except SlowFollowerError as err:
         data = json.dumps({"reason": "too_slow", "last_event_id": err.last_seq})
-        yield ServerSentEvent(data=data, event="dropped")
+        yield frame(data, event="dropped")
     finally:
         await merged.aclose()  # type: ignore[attr-defined]
 
 
-def _live_json(event: Any) -> str:
-    return json.dumps(event.to_dict(), ensure_ascii=False)
+def _live_frame(event: Any) -> bytes:
+    from turnkit.server.sse import frame
+
+    return frame(json.dumps(event.to_dict(), ensure_ascii=False), event=event.type)
