@@ -103,16 +103,18 @@ def events_route(router: APIRouter, app: Any, ping: float = PING_SECONDS) -> Non
         if live:
             from turnkit.server.live import live_items
 
-            return _stream(live_items(app, feeds, session_id, after), ping)
+            stream = _stream(None, ping)  # deltas may be written to it directly
+            stream.frames = _frames(live_items(app, feeds, session_id, after, stream.write_now))
+            return stream
         return _stream(feeds.follow(session_id, after), ping)
 
     return None
 
 
-def _stream(items: AsyncIterator[Any], ping: float) -> Any:
+def _stream(items: AsyncIterator[Any] | None, ping: float) -> Any:
     from turnkit.server.sse import EventStream
 
-    return EventStream(_frames(items), ping)
+    return EventStream(None if items is None else _frames(items), ping)
 
 
 async def _frames(items: AsyncIterator[Any]) -> AsyncIterator[bytes]:

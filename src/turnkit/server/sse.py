@@ -11,6 +11,11 @@ frames, :class:`EventStream` keeps what a long-lived stream needs:
   :data:`STOP_POLL_S`) ends it cleanly, with the closing chunk, so the
   client resumes from its ``Last-Event-ID`` elsewhere.
 
+:meth:`EventStream.write_now` writes a frame from outside the stream's task
+(the live hub serves all of a session's streams in one step): a send that
+need not wait ends there, one that must (the client reads slowly) ends in a
+task, and the stream's next frames wait for it, so the order holds.
+
 The wire format is the one sse-starlette wrote before: ``id:``, ``event:``,
 then one ``data:`` line per line of data, each line ended by CRLF, a blank
 line after each event.
@@ -66,21 +71,42 @@ class EventStream(Response):
     """An ASGI response streaming ``frames`` (SSE bytes) until they end, the client
     leaves or the server stops (a Starlette ``Response``, so FastAPI sends it as is)."""
 
-    def __init__(self, frames: AsyncIterator[bytes], ping: float) -> None:
-        self.frames = frames
+    def __init__(self, frames: AsyncIterator[bytes] | None, ping: float) -> None:
+        self.frames = frames  # may be set after, by the source that writes through write_now
         self.ping = ping
         self.status_code = 200
         self.background = None
         self.raw_headers = list(HEADERS)
+        self._send: Send | None = None  # while the body is being sent
+        self._writing: asyncio.Future[Any] | None = None  # a write_now still waiting
+
+    def write_now(self, data: bytes) -> bool:
+        """Write ``data`` at once, from outside the stream's own task (the live hub's one
+        step for all followers); False, and nothing written, when this stream cannot now
+        (not started, ended, or a write still waiting for the client to read)."""
+        if self._send is None or self._writing is not None:
+            return False
+        body = self._send({"type": "http.response.body", "body": data, "more_body": True})
+        try:  # a send that need not wait ends in this step; one that must, ends in a task
+            waits_on = body.send(None)
+        except StopIteration:
+            return True
+        except Exception:  # the stream is broken: its own task finds out
+            return False
+        self._writing = asyncio.ensure_future(_Resumed(body, waits_on).wait())
+        return True
 
     async def __call__(self, scope: Any, receive: Receive, send: Send) -> None:
+        assert self.frames is not None
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        self._send = send
         pump = asyncio.ensure_future(self._pump(send))
         watch = asyncio.ensure_future(self._watch(send))
         listen = asyncio.ensure_future(_disconnected(receive))
         try:
             await asyncio.wait({pump, watch, listen}, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            self._send = None
             gone = listen.done()  # the client left: nothing more is sent
             for task in (pump, watch, listen):
                 task.cancel()
@@ -89,6 +115,10 @@ class EventStream(Response):
                     await task
             with contextlib.suppress(Exception):
                 await self.frames.aclose()  # type: ignore[attr-defined]
+            if self._writing is not None:  # a client that does not read gets no more
+                self._writing.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await self._writing
         if not gone:  # the stream ended, or the server stops: end the body properly
             with contextlib.suppress(OSError):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -96,8 +126,20 @@ class EventStream(Response):
             await self.background()
 
     async def _pump(self, send: Send) -> None:
+        assert self.frames is not None
         async for data in self.frames:
+            await self._written()  # in order after what write_now wrote
             await send({"type": "http.response.body", "body": data, "more_body": True})
+
+    async def _written(self) -> None:
+        """Wait for a write of :meth:`write_now` that had to wait (its error is the
+        stream's: the client is gone)."""
+        writing = self._writing
+        if writing is not None:
+            try:
+                await writing
+            finally:
+                self._writing = None
 
     async def _watch(self, send: Send) -> None:
         """Keep-alive comments, and the end of the stream once the server stops."""
@@ -109,6 +151,34 @@ class EventStream(Response):
                 comment = f": ping - {datetime.now(UTC)}\r\n\r\n".encode()
                 await send({"type": "http.response.body", "body": comment, "more_body": True})
                 next_ping = loop.time() + self.ping
+
+
+class _Resumed:
+    """The rest of a coroutine started by hand (``coro.send(None)``) that stopped at
+    ``waits_on``: awaited in a task, it goes on as if it had been that task's from
+    the start (what it waits for, the results and errors, pass through)."""
+
+    def __init__(self, coro: Any, waits_on: Any) -> None:
+        self.coro, self.waits_on = coro, waits_on
+
+    def __await__(self) -> Any:
+        waits_on = self.waits_on
+        while True:
+            try:
+                sent = yield waits_on
+            except BaseException as err:  # e.g. the task was cancelled: the coroutine sees it
+                try:
+                    waits_on = self.coro.throw(err)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    waits_on = self.coro.send(sent)
+                except StopIteration as stop:
+                    return stop.value
+
+    async def wait(self) -> Any:
+        return await self
 
 
 async def _disconnected(receive: Receive) -> None:
