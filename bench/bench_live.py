@@ -13,21 +13,26 @@ the first delta is the median over them, the per-delta delays are pooled.
   and the follower reads it here (the path of an in-process chat UI).
 - SSE, 1 follower: ``turnkit.server.create_app`` served by uvicorn in a
   subprocess (``--serve``) on 127.0.0.1; this process reads
-  ``GET /sessions/{id}/events?live=true`` over a plain socket
-  (an ``asyncio.Protocol`` that stamps each read with the time it came in,
-  and parses the SSE lines afterwards, so the client costs next to nothing).
+  ``GET /sessions/{id}/events?live=true`` over a plain socket, stamping each
+  read with the kernel's receive time (``SO_TIMESTAMPNS``) and with the time
+  this process read it, and parsing the SSE lines afterwards.
 - SSE, F followers: the same server subprocess, F such sockets on one turn.
 
 Times: the model records when its call began and when it yielded each piece
 (``time.perf_counter``, CLOCK_MONOTONIC: one clock for every process on the
 machine; the server reports its model's times over a bench-only route).
 Time to first delta: from the model call's start to the first delta read by
-the follower (for SSE: received on the client's socket). Per-delta delay:
+the follower (for SSE: received on the client's socket, by the kernel's
+clock read back onto the monotonic one). Per-delta delay:
 from the model yielding piece i to the follower receiving delta i (every
 piece is one delta at this pace). F followers: each measured turn has F
 new followers; the first delta is the median over all followers and turns,
 the delays are pooled. Goals: the first delta within 5 ms of the floor; F
-SSE followers under 2x one follower's median delay.
+SSE followers under 2x one follower's median delay. The delay columns are by
+the kernel's receive times: with F sockets in one process, the times this
+process read them (the "read" columns) add its own queue, which F clients on
+their own machines would not have (one process reads a hundred sockets one
+after another, and on a busy machine it waits for a core besides).
 """
 
 from __future__ import annotations
@@ -36,7 +41,9 @@ import argparse
 import asyncio
 import json
 import os
+import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -114,8 +121,6 @@ async def through_follow(db: Path, pieces: int, turns: int) -> list[Delays]:
 def serve(db: Path, pieces: int, turns: int) -> None:
     """The SSE rows' server: the App and uvicorn, with bench-only routes for the
     model's times, the number of live followers, and waiting for a turn."""
-    import socket
-
     import uvicorn
 
     from turnkit.server import create_app
@@ -143,35 +148,71 @@ def serve(db: Path, pieces: int, turns: int) -> None:
     uvicorn.Server(config).run(sockets=[sock])
 
 
-class SSEClient(asyncio.Protocol):
-    """One ``GET .../events?live=true``: each read stamped as it arrives, parsed after."""
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux
 
-    def __init__(self, request: bytes) -> None:
-        self.request = request
-        self.reads: list[tuple[float, bytes]] = []
-        self.started = asyncio.get_running_loop().create_future()
-        self.done = asyncio.get_running_loop().create_future()
-        self.transport: Any = None
 
-    def connection_made(self, transport: Any) -> None:
-        self.transport = transport
-        transport.write(self.request)
+def realtime_offset() -> float:
+    """CLOCK_REALTIME minus perf_counter's clock (CLOCK_MONOTONIC), read tightly."""
+    best = (float("inf"), 0.0)
+    for _ in range(50):
+        before = time.perf_counter()
+        real = time.time()
+        after = time.perf_counter()
+        best = min(best, (after - before, real - (before + after) / 2))
+    return best[1]
 
-    def data_received(self, data: bytes) -> None:
-        self.reads.append((time.perf_counter(), data))
-        if not self.started.done():
-            self.started.set_result(None)
-        if b"event: turn.completed" in data and not self.done.done():
-            self.done.set_result(None)
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self.done.done():
-            self.done.set_result(None)
+class SSEClient:
+    """One ``GET .../events?live=true`` on a plain socket. Each read is stamped twice:
+    when the kernel received it (``SO_TIMESTAMPNS``: the delivery, whatever this
+    process is busy with) and when this loop read it; the lines are parsed after."""
 
-    def deltas(self) -> list[tuple[int, float]]:
-        """(index, received at) of each text delta (a read that completes its line)."""
+    def __init__(self, request: bytes, port: int, offset: float) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        self.sock.sendall(request)
+        self.sock.setblocking(False)
+        self.offset = offset
+        self.reads: list[tuple[float, float, bytes]] = []  # (received, read, data)
+        loop = asyncio.get_running_loop()
+        self.started = loop.create_future()
+        self.done = loop.create_future()
+        loop.add_reader(self.sock, self._readable)
+
+    def _readable(self) -> None:
+        while True:
+            try:
+                data, ancillary, _, _ = self.sock.recvmsg(65536, 64)
+            except BlockingIOError:
+                return
+            except OSError:
+                data = b""
+            read = time.perf_counter()
+            received = read
+            for level, kind, raw in ancillary:
+                if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+                    seconds, nanoseconds = struct.unpack("qq", raw[:16])
+                    received = seconds + nanoseconds / 1e9 - self.offset
+            if data:
+                self.reads.append((received, read, data))
+                if not self.started.done():
+                    self.started.set_result(None)
+            if (not data or b"event: turn.completed" in data) and not self.done.done():
+                self.done.set_result(None)
+            if not data:
+                self.close()
+                return
+
+    def close(self) -> None:
+        if self.sock.fileno() >= 0:
+            asyncio.get_running_loop().remove_reader(self.sock)
+            self.sock.close()
+
+    def deltas(self, when: int = 0) -> list[tuple[int, float]]:
+        """(index, received at) of each text delta (the read that completes its line);
+        ``when=1``: read at instead."""
         got, buffer, event = [], b"", None
-        for at, data in self.reads:
+        for *stamps, data in self.reads:
             buffer += data
             *lines, buffer = buffer.split(b"\n")
             for raw in lines:
@@ -179,18 +220,22 @@ class SSEClient(asyncio.Protocol):
                 if line.startswith(b"event: "):
                     event = line[7:]
                 elif line.startswith(b"data: ") and event == b"text.delta":
-                    got.append((json.loads(line[6:])["index"], at))
+                    got.append((json.loads(line[6:])["index"], stamps[when]))
         return got
 
 
-async def through_sse(db: Path, pieces: int, followers: int, turns: int) -> list[Delays]:
-    """Each measured turn's followers' (first delta, delays)."""
+async def through_sse(
+    db: Path, pieces: int, followers: int, turns: int
+) -> tuple[list[Delays], list[Delays]]:
+    """Each measured turn's followers' (first delta, delays): by the kernel's receive
+    times, and by the times this process read them."""
     import httpx2
 
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     args = [sys.executable, __file__, "--serve", str(db), "--pieces", str(pieces)]
     server = subprocess.Popen([*args, "--turns", str(turns)], stdout=subprocess.PIPE, env=env)
-    results = []
+    received: list[Delays] = []
+    read: list[Delays] = []
     try:
         assert server.stdout is not None
         port = int(await asyncio.to_thread(server.stdout.readline))
@@ -208,11 +253,13 @@ async def through_sse(db: Path, pieces: int, followers: int, turns: int) -> list
                 clients = await _sse_turn(http, port, sid, followers)
                 times = (await http.get("/bench/times")).json()
                 call_at, piece_times = times["call"][-1], times["pieces"][-pieces:]
-                results += [delays(call_at, piece_times, client.deltas()) for client in clients]
+                for client in clients:
+                    received.append(delays(call_at, piece_times, client.deltas()))
+                    read.append(delays(call_at, piece_times, client.deltas(when=1)))
     finally:
         server.terminate()
         await asyncio.to_thread(server.wait, 10)
-    return results
+    return received, read
 
 
 async def _sse_turn(http: Any, port: int, sid: str, followers: int) -> list[SSEClient]:
@@ -222,18 +269,15 @@ async def _sse_turn(http: Any, port: int, sid: str, followers: int) -> list[SSEC
         f"GET /sessions/{sid}/events?live=true&after={after} HTTP/1.1\r\n"
         f"Host: 127.0.0.1:{port}\r\nAccept: text/event-stream\r\n\r\n"
     ).encode()
-    loop = asyncio.get_running_loop()
-    clients = []
-    for _ in range(followers):
-        _, client = await loop.create_connection(lambda: SSEClient(request), "127.0.0.1", port)
-        clients.append(client)
+    offset = realtime_offset()
+    clients = [SSEClient(request, port, offset) for _ in range(followers)]
     await asyncio.gather(*(c.started for c in clients))
     while (await http.get("/bench/followers")).json() < followers:
         await asyncio.sleep(0.01)  # every stream subscribed
     await http.post(f"/sessions/{sid}/turns", json={"input": {"text": "Go"}})
     await asyncio.wait_for(asyncio.gather(*(c.done for c in clients)), 60)
     for client in clients:
-        client.transport.close()
+        client.close()
     while (await http.get("/bench/followers")).json():
         await asyncio.sleep(0.01)  # every stream gone
     return clients
@@ -251,29 +295,38 @@ def row(results: list[Delays]) -> Delays:
 
 async def main(pieces: int, followers: int, turns: int) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench_live_"))
-    rows = [("floor: model.stream()", row(await floor(pieces, turns)))]
-    rows.append(("follow(live=True)", row(await through_follow(tmp / "f.db", pieces, turns))))
-    one = row(await through_sse(tmp / "s1.db", pieces, 1, turns))
-    rows.append(("SSE ?live=true, 1 follower", one))
-    many_results = await through_sse(tmp / "sn.db", pieces, followers, turns)
-    many = row(many_results)
-    rows.append((f"SSE ?live=true, {followers} followers", many))
-    received = sum(len(ds) for _, ds in many_results)
+    rows = [("floor: model.stream()", row(await floor(pieces, turns)), None)]
+    rows.append(("follow(live=True)", row(await through_follow(tmp / "f.db", pieces, turns)), None))
+    one_received, one_read = await through_sse(tmp / "s1.db", pieces, 1, turns)
+    one, one_r = row(one_received), row(one_read)
+    rows.append(("SSE ?live=true, 1 follower", one, one_r))
+    many_received, many_read = await through_sse(tmp / "sn.db", pieces, followers, turns)
+    many, many_r = row(many_received), row(many_read)
+    rows.append((f"SSE ?live=true, {followers} followers", many, many_r))
+    received = sum(len(ds) for _, ds in many_received)
     base_first = rows[0][1][0]
     print(
         f"{pieces} deltas of {CHUNK} chars, one every {DELAY * 1000:.0f} ms (SQLite, WAL); "
         f"{turns} measured turns a row"
     )
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}\n")
-    header = f"{'path':<34}{'first delta ms':>15}{'vs floor ms':>12}{'delay p50':>11}{'p95':>8}"
+    header = (
+        f"{'path':<34}{'first delta ms':>15}{'vs floor ms':>12}{'delay p50':>11}{'p95':>8}"
+        f"{'read p50':>10}{'p95':>8}"
+    )
     print(header)
     print("-" * len(header))
-    for name, (first, ds) in rows:
+    for name, (first, ds), read in rows:
         extra = first - base_first
-        print(f"{name:<34}{first:>15.2f}{extra:>+12.2f}{p(ds, 0.5):>11.2f}{p(ds, 0.95):>8.2f}")
+        line = f"{name:<34}{first:>15.2f}{extra:>+12.2f}{p(ds, 0.5):>11.2f}{p(ds, 0.95):>8.2f}"
+        if read is not None:
+            line += f"{p(read[1], 0.5):>10.2f}{p(read[1], 0.95):>8.2f}"
+        print(line)
     ratio = p(many[1], 0.5) / max(p(one[1], 0.5), 1e-9)
+    read_ratio = p(many_r[1], 0.5) / max(p(one_r[1], 0.5), 1e-9)
     print(f"\n{followers} SSE followers received {received} of {followers * pieces * turns} deltas")
     print(f"{followers} SSE followers / 1 follower, median per-delta delay: {ratio:.2f}x")
+    print(f"  (by the times this process read them: {read_ratio:.2f}x)")
     print(f"first delta through follow(live=True) vs floor: {rows[1][1][0] - base_first:+.2f} ms")
     print(f"first delta through SSE (1 follower) vs floor: {one[0] - base_first:+.2f} ms")
 

@@ -63,3 +63,60 @@ def test_a_reconnect_mid_message_gets_the_call_from_its_start_and_each_event_onc
     assert "".join(d["data"]["text"] for d in deltas) == ANSWER
     assert [d["index"] for d in deltas] == list(range(len(deltas)))
     assert all("id" not in e for e in second if e["event"].endswith(".delta"))
+
+
+async def test_twenty_live_followers_each_get_every_delta_once_then_the_message(
+    db_url: str,
+) -> None:
+    import asyncio
+
+    text = "Twenty streams of one session, every delta to each of them. " * 3
+    app = App(db_url, fire_schedules=False)
+    app.agent("writer", model=StreamingScriptedModel([text], chunk=4, delay=0.004))(
+        lambda: "Write."
+    )
+    auth = {"Authorization": f"Bearer {API_KEY}"}
+    stream_headers = {"Accept": "text/event-stream"}
+    limits = httpx2.Limits(max_connections=50)
+    with serving(app) as base:
+        async with httpx2.AsyncClient(
+            base_url=base, headers=auth, timeout=30, limits=limits
+        ) as http:
+            sid = (await http.post("/sessions", json={"agent": "writer"})).json()["id"]
+            subscribed = asyncio.Event()
+            opened = 0
+
+            async def follow() -> list[dict[str, Any]]:
+                nonlocal opened
+                got: list[dict[str, Any]] = []
+                url = f"/sessions/{sid}/events?live=true"
+                async with http.stream("GET", url, headers=stream_headers) as r:
+                    opened += 1
+                    if opened == 20:
+                        subscribed.set()
+                    event: dict[str, Any] = {}
+                    async for line in r.aiter_lines():
+                        if line:
+                            name, _, value = line.partition(":")
+                            event[name] = value.removeprefix(" ")
+                            continue
+                        if "data" in event:
+                            got.append(event)
+                            if event["event"] == "turn.completed":
+                                return got
+                        event = {}
+                return got
+
+            followers = [asyncio.ensure_future(follow()) for _ in range(20)]
+            await asyncio.wait_for(subscribed.wait(), 30)
+            await http.post(f"/sessions/{sid}/turns", json={"input": {"text": "Go"}})
+            results = await asyncio.wait_for(asyncio.gather(*followers), 60)
+    for got in results:
+        deltas = [json.loads(e["data"]) for e in got if e["event"] == "text.delta"]
+        assert [d["index"] for d in deltas] == list(range(len(deltas)))
+        assert "".join(d["data"]["text"] for d in deltas) == text
+        ids = [int(e["id"]) for e in got if "id" in e]
+        assert ids == list(range(1, len(ids) + 1))
+        last_delta = max(i for i, e in enumerate(got) if e["event"] == "text.delta")
+        reply = [i for i, e in enumerate(got) if e["event"] == "message"][-1]
+        assert reply > last_delta and "id" not in got[last_delta]

@@ -248,3 +248,49 @@ async def test_deltas_done_long_ago_are_swept_by_a_later_turns_end(any_db_url: s
         engine.dispose()
     assert rows and {turn for turn, _ in rows} == {second.turn_id}  # the old ones are gone
     assert all(done is not None for _, done in rows)
+
+
+async def test_deltas_a_consumer_takes_at_once_and_those_it_is_given_come_once_in_order(
+    any_db_url: str,
+) -> None:
+    from turnkit.sessions.runtime.live_follow import follow_live
+
+    text = "word " * 60
+    app = live_app(any_db_url, StreamingScriptedModel([text], chunk=4, delay=0.005))
+    items: list[Event | LiveEvent] = []
+    direct: list[LiveEvent] = []
+    refuse = False
+
+    def give_now(event: LiveEvent) -> bool:  # takes every other delta it is offered
+        nonlocal refuse
+        refuse = not refuse
+        if not refuse:
+            items.append(event)
+            direct.append(event)
+        return not refuse
+
+    async with app:
+        session = await app.create_session("support")
+        runtime = app.runtime
+
+        async def read(after: int, limit: int) -> list[Event]:
+            return await asyncio.to_thread(runtime.store.events, session.id, after, limit)
+
+        merged = follow_live(runtime.live, session.id, 0, app.follow(session.id, 0), read, give_now)
+        await app.send(session.id, text="Go")
+
+        async def run() -> None:
+            async for item in merged:
+                items.append(item)
+                if isinstance(item, Event) and item.type == "turn.completed":
+                    return
+
+        await asyncio.wait_for(run(), TIMEOUT)
+        await merged.aclose()
+    deltas = [i for i in items if isinstance(i, LiveEvent)]
+    assert direct and len(direct) < len(deltas)  # both ways were taken
+    assert [d.index for d in deltas] == list(range(len(deltas)))
+    assert joined(items, "text.delta") == text
+    replies = [i for i in items if isinstance(i, Event) and i.type == "message"]
+    reply = next(r for r in replies if r.data["message"]["role"] == "assistant")
+    assert items.index(reply) > items.index(deltas[-1])  # the message after its deltas

@@ -1,6 +1,6 @@
 """``GET /sessions/{id}/events``: the event log as JSON, or live as Server-Sent Events.
 
-With ``Accept: text/event-stream`` the answer is a stream (sse-starlette):
+With ``Accept: text/event-stream`` the answer is a stream (:mod:`turnkit.server.sse`):
 each event's ``id:`` is its ``seq``, its ``event:`` its type and its
 ``data:`` the event as JSON. It starts strictly after ``Last-Event-ID`` (or
 ``after``) and follows the App's ``follow()``, which reads the log by
@@ -15,8 +15,6 @@ the live deltas (:mod:`turnkit.server.live`), without ``id:`` lines.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -30,17 +28,16 @@ from turnkit.sessions.model.checks import MAX_SEQ
 __all__ = ["PING_SECONDS", "events_route"]
 
 PING_SECONDS = 15.0
-SHUTDOWN_GRACE_SECONDS = 2.0
 
 
-# The JSON of the latest events sent: a session's feed (and the live hub) hands
-# one object to all of its streams, so a hundred followers encode it once. An
+# The SSE frames of the latest events sent: a session's feed (and the live hub)
+# hands one object to all of its streams, so a hundred followers encode it once. An
 # entry holds its object, so the id is not reused while it is cached.
-_ENCODED: OrderedDict[int, tuple[Any, str]] = OrderedDict()
+_ENCODED: OrderedDict[int, tuple[Any, bytes]] = OrderedDict()
 _ENCODED_KEPT = 512
 
 
-def encoded(item: Any, encode: Callable[[Any], str]) -> str:
+def encoded(item: Any, encode: Callable[[Any], bytes]) -> bytes:
     """``encode(item)``, computed once for an object all of a session's streams send."""
     found = _ENCODED.get(id(item))
     if found is not None and found[0] is item:
@@ -50,10 +47,6 @@ def encoded(item: Any, encode: Callable[[Any], str]) -> str:
     while len(_ENCODED) > _ENCODED_KEPT:
         _ENCODED.popitem(last=False)
     return data
-
-
-def _event_json(event: Any) -> str:
-    return EventOut.model_validate(event.to_dict()).model_dump_json()
 
 
 def _wants_stream(request: Request) -> bool:
@@ -110,56 +103,32 @@ def events_route(router: APIRouter, app: Any, ping: float = PING_SECONDS) -> Non
         if live:
             from turnkit.server.live import live_items
 
-            return _stream(live_items(app, feeds, session_id, after), ping)
+            stream = _stream(None, ping)  # deltas may be written to it directly
+            stream.frames = _frames(live_items(app, feeds, session_id, after, stream.write_now))
+            return stream
         return _stream(feeds.follow(session_id, after), ping)
 
     return None
 
 
-def _stream(items: AsyncIterator[Any], ping: float) -> Any:
-    import anyio
-    from sse_starlette import EventSourceResponse, ServerSentEvent
+def _stream(items: AsyncIterator[Any] | None, ping: float) -> Any:
+    from turnkit.server.sse import EventStream
 
-    stopping = anyio.Event()  # set by sse-starlette when the server shuts down
-
-    async def generate() -> AsyncIterator[ServerSentEvent]:
-        async for event in _until(items, stopping):
-            if isinstance(event, ServerSentEvent):  # a live delta, or the end of a slow stream
-                yield event
-                continue
-            data = encoded(event, _event_json)
-            yield ServerSentEvent(data=data, id=str(event.seq), event=event.type)
-
-    return EventSourceResponse(
-        generate(),
-        ping=ping,
-        send_timeout=30,
-        shutdown_event=stopping,
-        shutdown_grace_period=SHUTDOWN_GRACE_SECONDS,
-    )
+    return EventStream(None if items is None else _frames(items), ping)
 
 
-async def _until(events: AsyncIterator[Any], stopping: Any) -> AsyncIterator[Any]:
-    """The items of ``events`` until ``stopping`` is set; then the stream ends cleanly."""
-    stop = asyncio.ensure_future(stopping.wait())
-    step: asyncio.Future[Any] | None = None
+async def _frames(items: AsyncIterator[Any]) -> AsyncIterator[bytes]:
+    """Each event as its SSE frame (``id:`` its seq), built once for all streams;
+    frames already built (live deltas, the end of a slow stream) as they are."""
     try:
-        while True:
-            step = asyncio.ensure_future(anext(events))
-            await asyncio.wait({step, stop}, return_when=asyncio.FIRST_COMPLETED)
-            if not step.done():
-                return
-            try:
-                item = step.result()
-            except StopAsyncIteration:
-                return
-            step = None
-            yield item
+        async for item in items:
+            yield item if isinstance(item, bytes) else encoded(item, _event_frame)
     finally:
-        stop.cancel()
-        if step is not None and not step.done():
-            step.cancel()
-        if step is not None:
-            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration, Exception):
-                await step
-        await events.aclose()  # type: ignore[attr-defined]
+        await items.aclose()  # type: ignore[attr-defined]
+
+
+def _event_frame(event: Any) -> bytes:
+    from turnkit.server.sse import frame
+
+    data = EventOut.model_validate(event.to_dict()).model_dump_json()
+    return frame(data, event=event.type, id=str(event.seq))

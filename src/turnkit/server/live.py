@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from turnkit.errors import SlowFollowerError
@@ -25,12 +25,20 @@ from turnkit.errors import SlowFollowerError
 __all__ = ["live_items"]
 
 
-async def live_items(app: Any, feeds: Any, session_id: str, after: int) -> AsyncIterator[Any]:
+async def live_items(
+    app: Any,
+    feeds: Any,
+    session_id: str,
+    after: int,
+    write_now: Callable[[bytes], bool] | None = None,
+) -> AsyncIterator[Any]:
     """The session's durable events and live deltas after ``after``, as the SSE
-    route sends them (events as they are, deltas as ServerSentEvents)."""
-    from sse_starlette import ServerSentEvent
+    route sends them (events as they are, deltas as their SSE frames).
 
+    ``write_now(frame)``: writes a delta's frame to the stream at once when it can
+    (the live hub then serves all of a session's streams in one step)."""
     from turnkit.server.events import encoded
+    from turnkit.server.sse import frame
     from turnkit.sessions.model.live import LiveEvent
     from turnkit.sessions.runtime.live_follow import follow_live
 
@@ -40,19 +48,33 @@ async def live_items(app: Any, feeds: Any, session_id: str, after: int) -> Async
     async def read(after: int, limit: int) -> list[Any]:
         return await asyncio.to_thread(store.events, session_id, after, limit)
 
-    merged = follow_live(runtime.live, session_id, after, feeds.follow(session_id, after), read)
+    give_now = None if write_now is None else _writing_frames(write_now)
+    durable = feeds.follow(session_id, after)
+    merged = follow_live(runtime.live, session_id, after, durable, read, give_now)
     try:
         async for item in merged:
             if isinstance(item, LiveEvent):
-                yield ServerSentEvent(data=encoded(item, _live_json), event=item.type)
+                yield encoded(item, _live_frame)
             else:
                 yield item
     except SlowFollowerError as err:
         data = json.dumps({"reason": "too_slow", "last_event_id": err.last_seq})
-        yield ServerSentEvent(data=data, event="dropped")
+        yield frame(data, event="dropped")
     finally:
         await merged.aclose()  # type: ignore[attr-defined]
 
 
-def _live_json(event: Any) -> str:
-    return json.dumps(event.to_dict(), ensure_ascii=False)
+def _writing_frames(write_now: Callable[[bytes], bool]) -> Callable[[Any], bool]:
+    """``write_now`` of each delta's frame (built once for all streams)."""
+    from turnkit.server.events import encoded
+
+    def give_now(event: Any) -> bool:
+        return write_now(encoded(event, _live_frame))
+
+    return give_now
+
+
+def _live_frame(event: Any) -> bytes:
+    from turnkit.server.sse import frame
+
+    return frame(json.dumps(event.to_dict(), ensure_ascii=False), event=event.type)

@@ -23,12 +23,20 @@ sources as they come:
 Durable events are read as the follower reads them (bounded by a small
 queue); deltas wait in the hub's bounded subscription, and a follower that
 lets too many wait is dropped with :class:`~turnkit.errors.SlowFollowerError`.
+
+A consumer that can take a delta at once (the server's SSE stream, which
+writes it to its socket) passes ``give_now``: while the follower waits with
+nothing else to give, the hub hands it each delta that needs no read first,
+in one step for all of a session's followers on the loop, instead of waking
+each follower's task (with a hundred streams, those wake-ups and the
+iterators above the stream were most of the cost of a delta).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -48,9 +56,11 @@ CLOSING_TYPES = frozenset(
 _DURABLE_QUEUE = 64
 _STREAMS_KEPT = 1000
 _END = object()
+_SKIP, _GIVE, _CATCH_UP = object(), object(), object()  # what a delta needs (_Merge.verdict)
 _CLOCKS_S = 1.0  # how far processes' clocks may disagree
 
 ReadEvents = Callable[[int, int], Awaitable[list[Event]]]
+GiveNow = Callable[[LiveEvent], bool]
 
 
 async def follow_live(
@@ -59,10 +69,16 @@ async def follow_live(
     after: int,
     durable: AsyncIterator[Event],
     read_events: ReadEvents,
+    give_now: GiveNow | None = None,
 ) -> AsyncIterator[Event | LiveEvent]:
     """``durable`` (the session's events after ``after``) merged with its live deltas.
 
     ``read_events(after, limit)`` reads the log directly (to catch up to a delta).
+    ``give_now(delta)``: a consumer that can take a delta at once, outside this
+    iterator (the server writes it to its stream), and says whether it did;
+    while the follower waits with nothing else to give, a delta that needs no
+    read first goes there, in the hub's one step for all followers, instead
+    of waking this iterator.
     """
     loop = asyncio.get_running_loop()
     sub = await asyncio.to_thread(hub.subscribe, session_id, loop)
@@ -95,7 +111,12 @@ async def follow_live(
                     yield item
                 continue
             if queue.empty():  # woken by a delivery or by the pump (take() cleared it)
-                await sub.wait()
+                if give_now is not None:
+                    sub.direct = functools.partial(_give_direct, merge, queue, give_now)
+                try:
+                    await sub.wait()
+                finally:
+                    sub.direct = None
                 continue
             item = queue.get_nowait()
             if item is _END:
@@ -140,6 +161,22 @@ async def _pump(
             await durable.aclose()  # type: ignore[attr-defined]
 
 
+def _give_direct(
+    merge: _Merge, queue: asyncio.Queue[Any], give_now: GiveNow, rows: list[LiveRow]
+) -> list[LiveRow]:
+    """Give ``rows`` to ``give_now`` while the follower waits, in order, up to the first
+    that needs the follower itself (a read first, a durable event queued, a busy
+    consumer); the rows from there on."""
+    for i, row in enumerate(rows):
+        verdict = merge.verdict(row)
+        if verdict is _SKIP:
+            continue
+        if verdict is _CATCH_UP or not queue.empty() or not give_now(row.event):
+            return rows[i:]
+        merge.given(row)
+    return []
+
+
 class _Merge:
     """What one follower has given: the last durable seq, each stream's last index."""
 
@@ -170,9 +207,22 @@ class _Merge:
     def _over(self, live: LiveEvent) -> bool:
         return self._closed.get(live.turn_id, -1) > live.after_seq
 
-    async def live(self, row: LiveRow) -> AsyncIterator[Event | LiveEvent]:
+    def verdict(self, row: LiveRow) -> object:
+        """Whether ``row`` is to be skipped, given now, or given after a catch-up read."""
         live = row.event
         if self._over(live) or live.index <= self._streams.get(row.stream, -1):
+            return _SKIP
+        return _CATCH_UP if live.after_seq > self.last else _GIVE
+
+    def given(self, row: LiveRow) -> None:
+        self._streams[row.stream] = row.event.index
+        self._streams.move_to_end(row.stream)
+        while len(self._streams) > _STREAMS_KEPT:
+            self._streams.popitem(last=False)
+
+    async def live(self, row: LiveRow) -> AsyncIterator[Event | LiveEvent]:
+        live = row.event
+        if self.verdict(row) is _SKIP:
             return
         while live.after_seq > self.last:  # the events it follows come first
             found = await self._read(self.last, live.after_seq - self.last)
@@ -183,8 +233,5 @@ class _Merge:
                     yield given
         if self._over(live):
             return
-        self._streams[row.stream] = live.index
-        self._streams.move_to_end(row.stream)
-        while len(self._streams) > _STREAMS_KEPT:
-            self._streams.popitem(last=False)
+        self.given(row)
         yield live
