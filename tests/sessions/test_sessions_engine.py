@@ -51,50 +51,6 @@ async def test_turns_start_at_once_without_waiting_for_a_queue_poll(db_url: str)
     assert [t.output for t in turns] == [f"echo:m{i}" for _ in sessions for i in range(3)]
 
 
-async def test_a_full_process_leaves_a_runner_waiting_and_takes_it_when_its_slot_frees(
-    db_url: str,
-) -> None:
-    import sqlalchemy as sa
-
-    from turnkit.sessions.db import schema
-
-    release = threading.Event()  # turns run on the engine's own loop: a thread-safe event
-    started: list[str] = []
-
-    async def slow(request: object) -> str:
-        started.append(request.last_text)  # type: ignore[attr-defined]
-        await asyncio.to_thread(release.wait, 10)
-        return "done"
-
-    # A poll would come after a minute: only the freed slot can start the second turn.
-    app = App(db_url, max_running=1, polling_interval=60.0)
-
-    @app.agent("slow", model=ScriptedModel([slow] * 3))
-    def agent() -> str:
-        return "Slow."
-
-    async with app:
-        first, second = [await app.create_session("slow") for _ in range(2)]
-        a = await app.send(first.id, text="a")  # the one slot: started at once
-        b = await app.send(second.id, text="b")  # no free slot: its runner waits
-        while not started:
-            await asyncio.sleep(0.01)
-        engine = app.runtime.databases.read
-        with engine.connect() as conn:
-            waits = conn.execute(sa.select(schema.waiting_runners)).all()
-        assert [(w.session_id, w.runner_id.startswith(f"run-{second.id}-")) for w in waits] == [
-            (second.id, True)
-        ]
-        assert (await app.get_turn(b.turn_id)).status == "queued"
-        release.set()
-        turns = [await app.wait(r.turn_id, timeout=10) for r in (a, b)]
-        with engine.connect() as conn:
-            assert conn.execute(sa.select(schema.waiting_runners)).all() == []
-    assert [t.status for t in turns] == ["completed", "completed"]
-    assert started == ["a", "b"]
-    assert turns[1].started_at >= turns[0].ended_at
-
-
 def test_the_hooks_and_records_load_neither_sqlalchemy_nor_dbos() -> None:
     code = (
         "import sys, turnkit\n"

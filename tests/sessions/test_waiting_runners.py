@@ -110,7 +110,7 @@ async def test_runners_left_on_the_old_dbos_queue_still_run_and_the_queue_is_ret
         assert client is not None and client.retrieve_queue(QUEUE) is None
 
 
-async def test_a_full_process_takes_its_waiting_runners_in_the_order_they_waited(
+async def test_a_full_process_takes_its_waiting_runners_when_its_slot_frees_in_order(
     db_url: str,
 ) -> None:
     release = threading.Event()
@@ -136,8 +136,11 @@ async def test_a_full_process_takes_its_waiting_runners_in_the_order_they_waited
         for i, session in enumerate(sessions[1:], start=1):
             receipts.append(await app.send(session.id, text=f"s{i}"))
         assert sorted(sid for sid, _ in waiting_rows(app)) == sorted(s.id for s in sessions[1:])
-        release.set()
+        assert (await app.get_turn(receipts[1].turn_id)).status == "queued"
+        release.set()  # a poll would come after a minute: only the freed slot starts them
         turns = [await app.wait(r.turn_id, timeout=10) for r in receipts]
+        assert waiting_rows(app) == []
+    assert turns[1].started_at >= turns[0].ended_at
     assert [t.status for t in turns] == ["completed"] * 4
     assert order == ["first", "s1", "s2", "s3"]
 
