@@ -111,7 +111,7 @@ class Lingerers:
                 with self._lock:
                     if me.state != _HANDED:
                         if me.evicted or queued.version() == seen:
-                            del self._by_runner[runner_id]  # no hand-over from here on
+                            self._by_runner.pop(runner_id, None)  # no hand-over from here on
                             break
                         me.state = _CLAIMING
                 if me.state == _HANDED:
