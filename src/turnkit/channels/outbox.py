@@ -25,8 +25,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from turnkit._values import cut_utf8, dumps, now, storable
 from turnkit.messages import Message, ToolResultBlock, ToolUseBlock, thaw
-from turnkit.sessions._values import cut_utf8, dumps, now, storable
 from turnkit.sessions.db import schema as t
 from turnkit.sessions.db.store import Store, TurnEnded, Tx
 from turnkit.sessions.db.turns import MAX_ERROR_BYTES

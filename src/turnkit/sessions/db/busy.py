@@ -32,8 +32,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from turnkit._values import dumps
 from turnkit.messages import Message
-from turnkit.sessions._values import dumps
 from turnkit.sessions.db import schema as t
 from turnkit.sessions.db.store import Tx
 from turnkit.sessions.db.turns import fold_queued, queue_turn, request_cancel

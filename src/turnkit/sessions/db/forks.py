@@ -13,10 +13,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from turnkit._values import dumps
 from turnkit.agent.compaction import cut_index
 from turnkit.errors import InvalidInputError, SessionNotFoundError
 from turnkit.messages import Message, ToolUseBlock
-from turnkit.sessions._values import dumps
 from turnkit.sessions.db import schema as t
 from turnkit.sessions.db.conversation import in_order
 from turnkit.sessions.db.store import (

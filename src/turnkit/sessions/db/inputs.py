@@ -23,8 +23,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from turnkit._values import dumps, new_id, now, when
 from turnkit.errors import SessionEndedError
-from turnkit.sessions._values import dumps, new_id, now, when
 from turnkit.sessions.db import approvals, busy
 from turnkit.sessions.db import schema as t
 from turnkit.sessions.db.store import Store, Tx

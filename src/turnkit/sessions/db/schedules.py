@@ -7,7 +7,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from turnkit.sessions._values import now as wall_now
+from turnkit._values import now as wall_now
 from turnkit.sessions.db import schema as t
 from turnkit.sessions.db.store import Store, Tx
 from turnkit.sessions.model.events import ScheduleFailed, ScheduleSkipped

@@ -18,8 +18,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from turnkit._values import dumps
 from turnkit.messages import Message, ToolResultBlock, ToolUseBlock
-from turnkit.sessions._values import dumps
 from turnkit.sessions.db import busy, live, turns
 from turnkit.sessions.db import schema as t
 from turnkit.sessions.db.conversation import Conversation, Conversations

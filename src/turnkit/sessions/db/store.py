@@ -24,9 +24,9 @@ from typing import Any, Protocol
 
 import sqlalchemy as sa
 
+from turnkit._values import dumps, new_id, now, when
 from turnkit.errors import SessionNotFoundError, TurnNotFoundError
 from turnkit.messages import Message
-from turnkit.sessions._values import dumps, new_id, now, when
 from turnkit.sessions.db import schema as t
 from turnkit.sessions.db.engines import Databases
 from turnkit.sessions.model.events import TURN_END_TYPES, SessionEvent

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from turnkit._values import new_id, now
 from turnkit.errors import SessionEndedError, SessionNotFoundError
-from turnkit.sessions._values import new_id, now
 from turnkit.sessions.db import schema as t
 from turnkit.sessions.db.store import Store, Tx
 

@@ -36,7 +36,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from turnkit.sessions._values import cut_utf8, dumps, new_id, now, storable
+from turnkit._values import cut_utf8, dumps, new_id, now, storable
 from turnkit.sessions.db import schema as t
 from turnkit.sessions.db.store import TurnEnded, Tx, queued_key
 from turnkit.sessions.model.events import (

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from turnkit.sessions._values import now
+from turnkit._values import now
 from turnkit.sessions.db import schema as t
 from turnkit.sessions.db.inputs import NewInput, accept
 from turnkit.sessions.db.store import Store, Tx

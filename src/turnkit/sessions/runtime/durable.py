@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from turnkit._sync import call_sync_or_async
+from turnkit._values import describe_error
 from turnkit.errors import TurnkitError
 from turnkit.messages import Message
 from turnkit.providers.base import (
@@ -27,7 +28,6 @@ from turnkit.providers.base import (
     Usage,
     events_of,
 )
-from turnkit.sessions._values import describe_error
 from turnkit.sessions.db.steps import Claim, Journal, PendingWrites
 from turnkit.sessions.model.records import Question
 from turnkit.sessions.render.hooks import RenderScope, current_scope

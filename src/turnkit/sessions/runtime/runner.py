@@ -27,10 +27,10 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from turnkit._values import dumps
 from turnkit.agent.loop import AgentLoop, RunState
 from turnkit.errors import InvalidInputError
 from turnkit.messages import Message, ToolResultBlock, ToolUseBlock, thaw, validate_blocks
-from turnkit.sessions._values import dumps
 from turnkit.sessions.db.executors import LeaseLost
 from turnkit.sessions.db.steps import Claim, Ending, Journal, PendingWrites, tool_step_key
 from turnkit.sessions.db.store import queued_key

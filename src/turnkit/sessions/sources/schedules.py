@@ -28,9 +28,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from turnkit._values import cut_utf8, describe_error, storable
+from turnkit._values import now as wall_now
 from turnkit.errors import InvalidInputError, SessionEndedError, UnknownAgentError
-from turnkit.sessions._values import cut_utf8, describe_error, storable
-from turnkit.sessions._values import now as wall_now
 from turnkit.sessions.db import schedules as rows
 from turnkit.sessions.db.inputs import NewInput
 from turnkit.sessions.db.turns import MAX_ERROR_BYTES

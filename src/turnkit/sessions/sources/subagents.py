@@ -26,7 +26,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from turnkit.sessions._values import cut_utf8
+from turnkit._values import cut_utf8
 from turnkit.tools import Tool
 
 __all__ = ["MAX_RESULT_BYTES", "ToolCallScope", "child_key", "current_call", "subagent"]

@@ -22,8 +22,8 @@ from __future__ import annotations
 import contextlib
 from datetime import UTC, datetime
 
+from turnkit._values import now
 from turnkit.errors import SessionEndedError
-from turnkit.sessions._values import now
 from turnkit.sessions.db.inputs import NewInput, accept
 from turnkit.sessions.db.store import TurnEnded, Tx
 from turnkit.sessions.db.subscriptions import subscribe, subscribers_of, unsubscribe

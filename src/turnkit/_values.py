@@ -1,7 +1,9 @@
-"""Small value helpers every part of sessions uses: ids, times, JSON text, UTF-8 cuts.
+"""Small value helpers of what turnkit stores: ids, times, JSON text, UTF-8 cuts.
 
-Light on purpose (standard library only): the render hooks and
-``turnkit.subagent`` import this without loading SQLAlchemy or DBOS.
+Shared by the sessions and the channels (which store rows of their own), so
+it belongs to neither package. Light on purpose (standard library only): the
+render hooks and ``turnkit.subagent`` import this without loading SQLAlchemy
+or DBOS.
 """
 
 from __future__ import annotations
