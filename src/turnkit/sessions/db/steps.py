@@ -10,6 +10,7 @@ through :mod:`.turns`.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Callable
@@ -140,7 +141,7 @@ class Journal:
         self.store = store
         self.conversations = Conversations()  # what a turn reads of its session's messages
         # Whether a runner that ends a turn and finds nothing queued keeps its
-        # session (it waits a moment for the next input: see TurnWorker.run_session).
+        # session (it waits a moment for the next input: runtime/lingering.py).
         self.keep_sessions: Callable[[Tx, str, str], bool] = lambda tx, runner, session: False
 
     def claim(self, session_id: str, runner_id: str, keep: bool = False) -> Claim | None:
@@ -155,10 +156,10 @@ class Journal:
     def _claim_next(
         self, tx: Tx, session_id: str, runner_id: str, keep: bool | None = None
     ) -> Claim | None:
-        claimed = turns.claim_next(tx, session_id, runner_id, keep is not False)
+        # Asked only when nothing is queued (a lingering runner registers then).
+        decide = functools.partial(self.keep_sessions, tx, runner_id, session_id)
+        claimed = turns.claim_next(tx, session_id, runner_id, decide if keep is None else keep)
         if claimed is None:
-            if keep is None and not self.keep_sessions(tx, runner_id, session_id):
-                turns.give_up(tx, session_id, runner_id)
             return None
         row = claimed.row
         resume = None if row.resume is None else json.loads(row.resume)

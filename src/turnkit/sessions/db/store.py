@@ -131,12 +131,12 @@ class Tx:
         self.event_ids: list[int] = []  # of the events it appended
         self.after: list[Callable[[], None]] = []
         self.undo: list[Callable[[], None]] = []
-        self.last: list[Callable[[], None]] = []
+        self.before: list[Callable[[], None]] = []
 
-    def finally_do(self, callback: Callable[[], None]) -> None:
+    def before_commit(self, callback: Callable[[], None]) -> None:
         """Call ``callback()`` as this transaction's last statements, once the code
         that opened it is done (before the commit)."""
-        self.last.append(callback)
+        self.before.append(callback)
 
     def after_commit(self, callback: Callable[[], None]) -> None:
         """Call ``callback()`` once this transaction has committed (not on rollback)."""
@@ -219,8 +219,8 @@ class Store:
             with self._write_lock, self.databases.write.begin() as conn:
                 tx = Tx(conn, self)
                 yield tx
-                for last in tx.last:
-                    last()
+                for callback in tx.before:
+                    callback()
                 if tx.appended and self.publish is not None:
                     self.publish(tx)  # other processes' followers (Postgres NOTIFY)
         except BaseException:

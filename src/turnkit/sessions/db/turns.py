@@ -31,6 +31,7 @@ the order, the steps and the events, written with each transition.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,7 +138,9 @@ def queue_turn(
     return turn_id
 
 
-def claim_next(tx: Tx, session_id: str, runner_id: str, keep: bool = False) -> Claimed | None:
+def claim_next(
+    tx: Tx, session_id: str, runner_id: str, keep: bool | Callable[[], bool] = False
+) -> Claimed | None:
     """The turn runner ``runner_id`` runs next, or None.
 
     A runner that is not the session's gets nothing (another one runs it). A
@@ -145,8 +148,9 @@ def claim_next(tx: Tx, session_id: str, runner_id: str, keep: bool = False) -> C
     is resumed first; else the lowest queued turn starts. Finding neither,
     the runner gives the session up here, in the transaction that saw it
     empty, so an input committed after this names a new runner; with
-    ``keep`` it stays the session's runner (it waits a moment for the next
-    input, then claims again without ``keep``).
+    ``keep`` (or when ``keep()``, asked only then) it stays the session's
+    runner (it waits a moment for the next input, then claims again without
+    ``keep``).
     """
     session = tx.lock_session(session_id)
     if session.runner not in (None, runner_id):
@@ -161,7 +165,7 @@ def claim_next(tx: Tx, session_id: str, runner_id: str, keep: bool = False) -> C
         return Claimed(running, resumed=True)
     queued = _oldest(tx, session_id, TurnState.QUEUED)
     if queued is None:
-        if not keep:
+        if not (keep() if callable(keep) else keep):
             _set_runner(tx, session_id, None)
         return None
     started = _transition(
@@ -191,13 +195,6 @@ def _oldest(tx: Tx, session_id: str, status: TurnState) -> Any:
 
 def _set_runner(tx: Tx, session_id: str, runner_id: str | None) -> None:
     tx.execute(_SET_RUNNER, {"sid": session_id, "runner_id": runner_id})
-
-
-def give_up(tx: Tx, session_id: str, runner_id: str) -> None:
-    """After :func:`claim_next` kept the session for ``runner_id`` and found nothing to
-    run: the runner gives the session up after all (in the same transaction)."""
-    if tx.lock_session(session_id).runner == runner_id:
-        _set_runner(tx, session_id, None)
 
 
 def end_turn(

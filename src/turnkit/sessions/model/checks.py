@@ -26,7 +26,8 @@ from typing import Any
 
 from turnkit._values import dumps
 from turnkit.errors import InvalidInputError, InvalidMessageError
-from turnkit.messages._json import freeze_json, thaw
+from turnkit.messages import thaw
+from turnkit.messages._json import freeze_json
 from turnkit.messages._limits import MAX_INT, MIN_INT
 from turnkit.sessions.model.inputs import ON_BUSY, SOURCES, Channel
 from turnkit.sessions.model.status import SessionState

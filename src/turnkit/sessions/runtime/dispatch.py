@@ -249,7 +249,7 @@ class Dispatcher:
         if runner is None:
             self._name_runner(tx, session_id)
         elif self._runs_turns_now():  # after the rest of the input's writes (its event)
-            tx.finally_do(lambda: self.hand_over(tx, session_id, runner))
+            tx.before_commit(lambda: self.hand_over(tx, session_id, runner))
 
     def _name_runner(self, tx: Tx, session_id: str) -> str:
         runner_id = f"run-{session_id}-{tx.bump(session_id, 'runner_seq')}"
