@@ -85,12 +85,12 @@ def accept_input(store: Store, session_id: str, new: NewInput) -> Receipt:
     gets its first receipt back (``duplicate=True``), also when another process
     stored that key between our check and our insert."""
     try:
-        with store.write() as tx:
+        with store.write(urgent=True) as tx:
             return accept(tx, session_id, new)
     except sa.exc.IntegrityError:
         if new.idempotency_key is None:
             raise
-        with store.write() as tx:  # the key is stored now: this finds it
+        with store.write(urgent=True) as tx:  # the key is stored now: this finds it
             return accept(tx, session_id, new)
 
 

@@ -14,9 +14,7 @@ Session rows live here; turn transitions in :mod:`.turns`, inputs in
 
 from __future__ import annotations
 
-import contextlib
 import json
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,6 +27,7 @@ from turnkit.errors import SessionNotFoundError, TurnNotFoundError
 from turnkit.messages import Message
 from turnkit.sessions.db import schema as t
 from turnkit.sessions.db.engines import Databases
+from turnkit.sessions.db.writer_lock import WriterLock
 from turnkit.sessions.model.events import TURN_END_TYPES, SessionEvent
 from turnkit.sessions.model.inputs import AgentInput
 from turnkit.sessions.model.records import Event, ForkedFrom, Question, Session, Turn
@@ -198,7 +197,9 @@ class Store:
         self.databases = databases
         self.dispatch = dispatch
         self._on_commit = on_commit
-        self._write_lock = threading.Lock() if databases.sqlite else contextlib.nullcontext()
+        # On SQLite one writer at a time anyway: queueing here, not in SQLite's busy
+        # handler (which sleeps in steps of up to 100 ms), keeps latency low.
+        self._write_lock = WriterLock() if databases.sqlite else None
         self.listeners: list[TurnEndListener] = []
         # Input while busy (db/busy.py): an agent's on_busy policy, and how a turn
         # running in this process is stopped at once (turn id, reason).
@@ -211,12 +212,15 @@ class Store:
         self.fence: Callable[[Tx], None] = lambda tx: None
 
     @contextmanager
-    def write(self) -> Iterator[Tx]:
-        # On SQLite one writer at a time anyway: queueing here, not in SQLite's
-        # busy handler (which sleeps in steps of up to 100 ms), keeps latency low.
+    def write(self, urgent: bool = False) -> Iterator[Tx]:
+        """One write transaction. ``urgent``: someone waits for it (an input being
+        accepted); on SQLite it goes before the writes already queued (db/writer_lock.py)."""
         tx: Tx | None = None
+        lock = self._write_lock
+        if lock is not None:
+            lock.acquire(urgent)
         try:
-            with self._write_lock, self.databases.write.begin() as conn:
+            with self.databases.write.begin() as conn:
                 tx = Tx(conn, self)
                 yield tx
                 for callback in tx.before:
@@ -224,9 +228,13 @@ class Store:
                 if tx.appended and self.publish is not None:
                     self.publish(tx)  # other processes' followers (Postgres NOTIFY)
         except BaseException:
+            if lock is not None:
+                lock.release()
             for undo in tx.undo if tx is not None else ():
                 undo()
             raise
+        if lock is not None:
+            lock.release()
         if tx.appended and self._on_commit is not None:
             self._on_commit(tx.appended, tx.event_ids)
         for callback in tx.after:
