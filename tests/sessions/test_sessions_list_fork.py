@@ -331,7 +331,9 @@ async def test_a_version_2_database_is_upgraded_in_place(tmp_path: Path) -> None
         conn.exec_driver_sql("DROP INDEX ix_turnkit_sessions_created")
         conn.exec_driver_sql("ALTER TABLE turnkit_sessions DROP COLUMN forked_from")
         conn.exec_driver_sql("ALTER TABLE turnkit_messages DROP COLUMN before_position")
-        # and what versions 7 and 8 added, so each step runs again
+        # and what versions 7, 8 and 10 added, so each step runs again
+        conn.exec_driver_sql("DROP INDEX ix_turnkit_live_done")
+        conn.exec_driver_sql("DROP INDEX ix_turnkit_inputs_steering")
         conn.exec_driver_sql("ALTER TABLE turnkit_live DROP COLUMN done_at")
         conn.exec_driver_sql("ALTER TABLE turnkit_sessions DROP COLUMN last_activity_at")
         conn.exec_driver_sql("UPDATE turnkit_meta SET value = '2' WHERE key = 'schema_version'")
@@ -345,7 +347,10 @@ async def test_a_version_2_database_is_upgraded_in_place(tmp_path: Path) -> None
         version = conn.exec_driver_sql(
             "SELECT value FROM turnkit_meta WHERE key = 'schema_version'"
         ).scalar()
+        indexes = conn.exec_driver_sql("SELECT name FROM sqlite_master WHERE type = 'index'")
+        names = set(indexes.scalars())
     assert version == str(SCHEMA_VERSION)  # and on through every later version
+    assert {"ix_turnkit_live_done", "ix_turnkit_inputs_steering"} <= names
 
 
 async def test_a_version_7_database_gets_last_activity_from_its_events(any_db_url: str) -> None:

@@ -185,6 +185,7 @@ async def test_a_version_6_database_gains_the_done_mark_of_live_deltas(tmp_path:
         pass
     engine = sa.create_engine(url)
     with engine.begin() as conn:  # back to what version 6 wrote
+        conn.exec_driver_sql("DROP INDEX ix_turnkit_live_done")  # version 10's
         conn.exec_driver_sql("ALTER TABLE turnkit_live DROP COLUMN done_at")
         conn.exec_driver_sql("UPDATE turnkit_meta SET value = '6' WHERE key = 'schema_version'")
     engine.dispose()
@@ -228,10 +229,15 @@ async def test_a_follower_that_does_not_read_is_dropped_and_can_follow_again(
     assert again[-1].type == "turn.completed"
 
 
-async def test_deltas_done_long_ago_are_swept_by_a_later_turns_end(any_db_url: str) -> None:
+async def test_deltas_done_long_ago_are_swept_by_a_later_turns_end(
+    any_db_url: str, monkeypatch: Any
+) -> None:
     import sqlalchemy as sa
 
     from sessions.scale_procs import sa_url
+    from turnkit.sessions.db import live
+
+    monkeypatch.setattr(live, "SWEEP_EVERY_S", 0.0)  # a sweep is due at every end
 
     app = live_app(any_db_url, StreamingScriptedModel(["First reply.", "Second."], chunk=3))
     async with app:

@@ -35,6 +35,7 @@ __all__ = [
     "CHANNEL",
     "KEEP_S",
     "NOTIFY_LIMIT",
+    "SWEEP_EVERY_S",
     "LiveRow",
     "by_ids",
     "closing",
@@ -50,7 +51,8 @@ __all__ = [
 CHANNEL = "turnkit_live"
 NOTIFY_LIMIT = 7900  # bytes: Postgres refuses a NOTIFY payload of 8000 or more
 KEEP_S = 30.0  # how long a call's deltas are kept once its reply is recorded
-_SWEEP = 1000  # old rows one turn's end deletes at most (the next one deletes more)
+_SWEEP = 1000  # old rows one sweep deletes at most (the next one deletes more)
+SWEEP_EVERY_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,14 +162,17 @@ _SWEEP_OLD_SKIPPING = t.live.delete().where(
 
 def mark_done(tx: Tx, turn_id: str, step: str | None = None) -> None:
     """Mark the deltas of the turn's model call ``step`` (None: of every call) done;
-    delete those done more than :data:`KEEP_S` ago."""
+    delete those done more than :data:`KEEP_S` ago (a process looks at most every
+    :data:`SWEEP_EVERY_S`)."""
     now = time.time()
     if step is None:
         tx.execute(_DONE_ALL, {"tid": turn_id, "now": now})
     else:
         tx.execute(_DONE_STEP, {"tid": turn_id, "now": now, "call": step})
-    sweep = _SWEEP_OLD_SKIPPING if tx.conn.dialect.name == "postgresql" else _SWEEP_OLD
-    tx.execute(sweep, {"before": now - KEEP_S})
+    if now - tx.store.live_swept_at >= SWEEP_EVERY_S or now < tx.store.live_swept_at:
+        tx.store.live_swept_at = now
+        sweep = _SWEEP_OLD_SKIPPING if tx.conn.dialect.name == "postgresql" else _SWEEP_OLD
+        tx.execute(sweep, {"before": now - KEEP_S})
 
 
 def current(conn: sa.Connection, session_id: str) -> list[LiveRow]:

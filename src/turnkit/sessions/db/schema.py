@@ -23,7 +23,7 @@ import sqlalchemy as sa
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "tables"]
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 metadata = sa.MetaData()
 
@@ -73,6 +73,8 @@ inputs = sa.Table(
     sa.Column("steering_of", sa.String(64)),  # the answer's turn it was delivered with
     sa.UniqueConstraint("session_id", "seq", name="uq_turnkit_inputs_seq"),
     sa.UniqueConstraint("session_id", "idempotency_key", name="uq_turnkit_inputs_idem"),
+    # Each turn asks which inputs were steered into it: without this, a scan of all.
+    sa.Index("ix_turnkit_inputs_steering", "steering_of"),
 )
 
 turns = sa.Table(
@@ -268,6 +270,7 @@ live = sa.Table(
     sa.Column("done_at", sa.Float),  # when the call's reply (or the turn's end) was recorded
     sa.Index("ix_turnkit_live_session", "session_id", "id"),
     sa.Index("ix_turnkit_live_turn", "turn_id", "step"),
+    sa.Index("ix_turnkit_live_done", "done_at"),  # the sweep of old rows
 )
 
 meta = sa.Table(
@@ -358,6 +361,14 @@ def _waiting_runners(conn: sa.Connection) -> None:
     metadata.create_all(conn, tables=[waiting_runners])
 
 
+def _lookup_indexes(conn: sa.Connection) -> None:
+    """Version 10: indexes for two lookups every turn makes (the inputs steered into
+    it, the live rows old enough to delete), which scanned their whole table."""
+    for index in (*inputs.indexes, *live.indexes):
+        if index.name in ("ix_turnkit_inputs_steering", "ix_turnkit_live_done"):
+            index.create(conn, checkfirst=True)
+
+
 # version -> the step that brings a database from version - 1 to it.
 MIGRATIONS: dict[int, Migration] = {
     2: _session_runners,
@@ -368,6 +379,7 @@ MIGRATIONS: dict[int, Migration] = {
     7: _live_done,
     8: _last_activity,
     9: _waiting_runners,
+    10: _lookup_indexes,
 }
 
 

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from turnkit._values import dumps
 from turnkit.messages import Message, ToolResultBlock, ToolUseBlock
@@ -52,15 +54,9 @@ _KEY_LIMIT = 300  # the steps table's key column
 _STEP = sa.select(t.steps.c.status, t.steps.c.result).where(
     t.steps.c.turn_id == sa.bindparam("tid"), t.steps.c.key == sa.bindparam("key")
 )
-_STEP_DONE = sa.select(t.steps.c.key).where(
-    t.steps.c.turn_id == sa.bindparam("tid"), t.steps.c.key == sa.bindparam("key")
-)
 _EVENT_SEQ = sa.select(t.sessions.c.event_seq).where(t.sessions.c.id == sa.bindparam("sid"))
 _MESSAGE_AT = sa.select(t.messages.c.position).where(
     t.messages.c.turn_id == sa.bindparam("tid"), t.messages.c.turn_index == sa.bindparam("index")
-)
-_AGENT_AND_DATA = sa.select(t.sessions.c.agent, t.sessions.c.data).where(
-    t.sessions.c.id == sa.bindparam("sid")
 )
 _TURN_STATUS = sa.select(t.turns.c.status).where(t.turns.c.id == sa.bindparam("tid"))
 
@@ -88,9 +84,13 @@ class Claim:
     resumed: bool  # claimed before (a replay after a crash): its steps may be recorded
     runner_id: str  # the session's runner running it
     resume: dict[str, Any] | None = None  # an answer's turn: what the question left for it
+    data_json: str | None = None  # ``data`` as the session's row had it (unchanged: not written)
 
 
-_INSERT_STEP = t.steps.insert()
+_INSERT_NEW_STEP = {
+    "sqlite": sqlite_insert(t.steps).on_conflict_do_nothing(),
+    "postgresql": postgresql_insert(t.steps).on_conflict_do_nothing(),
+}
 _INSERT_MESSAGE = t.messages.insert()
 
 
@@ -168,12 +168,12 @@ class Journal:
         if not claimed.resumed and not (resume and resume.get("approvals")):
             message = input_message(AgentInput.from_dict(json.loads(row.input)), row.id, resume)
             self._add_message(tx, session_id, row.id, 0, message)
-        return self._claim(tx, row, claimed.resumed, runner_id, resume)
+        return self._claim(tx, claimed, runner_id, resume)
 
     def _claim(
-        self, tx: Tx, row: Any, resumed: bool, runner_id: str, resume: dict[str, Any] | None
+        self, tx: Tx, claimed: turns.Claimed, runner_id: str, resume: dict[str, Any] | None
     ) -> Claim:
-        session = tx.execute(_AGENT_AND_DATA, {"sid": row.session_id}).one()
+        row, resumed, session = claimed.row, claimed.resumed, claimed.session
         stored = self.conversations.read(tx, row.session_id)
         if not resumed and stored.entries and stored.entries[-1].turn_id == row.id:
             history = stored.messages  # a fresh turn: its input, just stored, is last
@@ -194,6 +194,7 @@ class Journal:
             resumed,
             runner_id,
             resume,
+            session.data,
         )
 
     # -- steps ---------------------------------------------------------------
@@ -216,14 +217,16 @@ class Journal:
             self._write(tx, session_id, turn_id, pending)
             return int(tx.execute(_EVENT_SEQ, seq).scalar_one())
 
-    def _write(self, tx: Tx, session_id: str, turn_id: str, pending: PendingWrites) -> None:
+    def _write(
+        self, tx: Tx, session_id: str, turn_id: str, pending: PendingWrites, ending: bool = False
+    ) -> None:
+        """Store what the turn buffered (``ending``: in the transaction that ends it,
+        which marks all its live deltas done itself)."""
         for key, result in pending.steps:
-            if key.startswith("model:"):  # its reply is recorded: its live deltas are done
+            if key.startswith("model:") and not ending:  # its reply is in: its deltas are done
                 live.mark_done(tx, turn_id, key)
-            done = tx.execute(_STEP_DONE, {"tid": turn_id, "key": key}).first()
-            if done is None:
-                row = {"turn_id": turn_id, "key": key, "status": "done", "result": dumps(result)}
-                tx.execute(_INSERT_STEP, row)
+            row = {"turn_id": turn_id, "key": key, "status": "done", "result": dumps(result)}
+            tx.execute(_INSERT_NEW_STEP[tx.conn.dialect.name], row)  # a replay wrote it already
         for index, message in pending.messages:
             self._add_message(tx, session_id, turn_id, index, message)
 
@@ -364,8 +367,8 @@ class Journal:
             live.mark_done(tx, claim.turn_id)
             if _still_running(tx, claim):
                 if pending is not None:
-                    self._write(tx, claim.session_id, claim.turn_id, pending)
-                if ending.data_json is not None:
+                    self._write(tx, claim.session_id, claim.turn_id, pending, ending=True)
+                if ending.data_json not in (None, claim.data_json):
                     statement = t.sessions.update().where(t.sessions.c.id == claim.session_id)
                     tx.execute(statement.values(data=ending.data_json))
                 turns.end_turn(
@@ -373,6 +376,7 @@ class Journal:
                     claim.session_id,
                     claim.turn_id,
                     ending.status,
+                    agent=claim.agent,
                     output=ending.output,
                     error=ending.error,
                     reason=ending.reason,
@@ -396,7 +400,7 @@ class Journal:
         with self.store.turn_write() as tx:
             live.mark_done(tx, claim.turn_id)
             if _still_running(tx, claim):
-                self._write(tx, claim.session_id, claim.turn_id, pending)
+                self._write(tx, claim.session_id, claim.turn_id, pending, ending=True)
                 turns.end_asking(tx, claim.session_id, claim.turn_id, question, resume, data_json)
             return self._claim_next(tx, claim.session_id, claim.runner_id)
 

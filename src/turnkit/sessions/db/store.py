@@ -210,6 +210,7 @@ class Store:
         # Called first in each write of a turn's runner: raises when this process no
         # longer holds the executor lease the runner started under (runtime/executors.py).
         self.fence: Callable[[Tx], None] = lambda tx: None
+        self.live_swept_at = 0.0  # when this process last deleted old live rows (db/live.py)
 
     @contextmanager
     def write(self, urgent: bool = False) -> Iterator[Tx]:

@@ -80,6 +80,7 @@ class Claimed:
 
     row: Any
     resumed: bool
+    session: Any  # the session's row, locked by the claim
 
 
 # Each transition's statement is built once per (from statuses, columns set).
@@ -157,13 +158,12 @@ def claim_next(
         return None
     if session.runner is None:
         _set_runner(tx, session_id, runner_id)
-    running = _oldest(tx, session_id, TurnState.RUNNING)
-    if running is not None:
-        if running.workflow_id != runner_id:
-            statement = t.turns.update().where(t.turns.c.id == running.id)
+    queued = tx.execute(_NEXT, {"sid": session_id}).first()
+    if queued is not None and queued.status == TurnState.RUNNING:
+        if queued.workflow_id != runner_id:
+            statement = t.turns.update().where(t.turns.c.id == queued.id)
             tx.execute(statement.values(workflow_id=runner_id))
-        return Claimed(running, resumed=True)
-    queued = _oldest(tx, session_id, TurnState.QUEUED)
+        return Claimed(queued, True, session)
     if queued is None:
         if not (keep() if callable(keep) else keep):
             _set_runner(tx, session_id, None)
@@ -173,13 +173,17 @@ def claim_next(
     )
     assert started, "the session row is locked: its queued turn cannot move meanwhile"
     tx.emit(session_id, TurnStarted(json.loads(queued.input)), queued.id)
-    return Claimed(queued, resumed=False)
+    return Claimed(queued, False, session)
 
 
-_OLDEST = (
+# The session's turn left running (resumed first), else its lowest queued one.
+_NEXT = (
     sa.select(t.turns)
-    .where(t.turns.c.session_id == sa.bindparam("sid"), t.turns.c.status == sa.bindparam("st"))
-    .order_by(t.turns.c.seq)
+    .where(
+        t.turns.c.session_id == sa.bindparam("sid"),
+        t.turns.c.status.in_([TurnState.RUNNING.value, TurnState.QUEUED.value]),
+    )
+    .order_by(sa.case((t.turns.c.status == TurnState.RUNNING.value, 0), else_=1), t.turns.c.seq)
     .limit(1)
 )
 _SET_RUNNER = (
@@ -187,10 +191,6 @@ _SET_RUNNER = (
     .where(t.sessions.c.id == sa.bindparam("sid"))
     .values(runner=sa.bindparam("runner_id"))
 )
-
-
-def _oldest(tx: Tx, session_id: str, status: TurnState) -> Any:
-    return tx.execute(_OLDEST, {"sid": session_id, "st": status}).first()
 
 
 def _set_runner(tx: Tx, session_id: str, runner_id: str | None) -> None:
@@ -209,8 +209,10 @@ def end_turn(
     usage: dict[str, int] | None = None,
     output_data_json: str | None = None,
     question: dict[str, Any] | None = None,
+    agent: str | None = None,
 ) -> bool:
-    """End an active turn (once: False when it had already ended) and tell the listeners."""
+    """End an active turn (once: False when it had already ended) and tell the listeners
+    (``agent``: the session's, when the caller knows it)."""
     assert status.is_terminal()
     output = storable(output)  # a reply's U+0000 cannot go into a text column
     if error is not None:
@@ -241,10 +243,11 @@ def end_turn(
         event_id = tx.emit(session_id, TurnCancelled(reason), turn_id)
     if reason == "held":  # a turn folded into a question's answer is no outcome
         return True
-    agent = tx.execute(_SESSION_AGENT, {"sid": session_id})
+    if agent is None:
+        agent = tx.execute(_SESSION_AGENT, {"sid": session_id}).scalar_one()
     ended = TurnEnded(
         session_id,
-        agent.scalar_one(),
+        agent,
         turn_id,
         event_id,
         status,
