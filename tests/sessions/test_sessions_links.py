@@ -218,7 +218,9 @@ async def test_upgrading_to_schema_4_removes_duplicate_subscriptions(any_db_url:
             conn.execute(sa.text("DROP INDEX uq_turnkit_subs_to_session"))
             conn.execute(sa.text("DROP INDEX uq_turnkit_subs_to_agent"))
             conn.execute(sa.text("DROP TABLE turnkit_webhook_deliveries"))
-            # and what versions 7 and 8 added, so each step runs again
+            # and what versions 7, 8 and 10 added, so each step runs again
+            conn.execute(sa.text("DROP INDEX ix_turnkit_live_done"))
+            conn.execute(sa.text("DROP INDEX ix_turnkit_inputs_steering"))
             conn.execute(sa.text("ALTER TABLE turnkit_live DROP COLUMN done_at"))
             conn.execute(sa.text("ALTER TABLE turnkit_sessions DROP COLUMN last_activity_at"))
             conn.execute(sa.text("UPDATE turnkit_meta SET value = '3'"))

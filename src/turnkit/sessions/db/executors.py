@@ -30,6 +30,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from turnkit.sessions.db import schema as t
+from turnkit.sessions.db.prepared import Prepared
 
 __all__ = [
     "Holder",
@@ -143,6 +144,7 @@ def acquire(engine: sa.Engine, me: Holder, lease_s: float) -> LeaseRow | None:
 
 _HOLDER = sa.select(_c.holder, _c.state).where(_c.id == sa.bindparam("id"))
 _HOLDER_SHARED = _HOLDER.with_for_update(read=True)
+_HOLDER = Prepared(_HOLDER)
 
 
 def holds(conn: sa.Connection, executor_id: str, holder: str) -> bool:
@@ -152,8 +154,10 @@ def holds(conn: sa.Connection, executor_id: str, holder: str) -> bool:
     of this row) cannot lock it while writes are in flight, and every write
     after the claim sees the row taken. On SQLite writers take turns anyway.
     """
-    query = _HOLDER_SHARED if conn.dialect.name == "postgresql" else _HOLDER
-    row = conn.execute(query, {"id": executor_id}).first()
+    if conn.dialect.name == "postgresql":
+        row = conn.execute(_HOLDER_SHARED, {"id": executor_id}).first()
+    else:
+        row = _HOLDER.run(conn, {"id": executor_id}).first()
     return row is not None and row.holder == holder and row.state == LIVE
 
 

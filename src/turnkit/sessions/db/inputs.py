@@ -27,6 +27,7 @@ from turnkit._values import dumps, new_id, now, when
 from turnkit.errors import SessionEndedError
 from turnkit.sessions.db import approvals, busy
 from turnkit.sessions.db import schema as t
+from turnkit.sessions.db.prepared import Prepared
 from turnkit.sessions.db.store import Store, Tx
 from turnkit.sessions.db.turns import queue_turn
 from turnkit.sessions.model.events import InputReceived
@@ -125,7 +126,7 @@ def accept(tx: Tx, session_id: str, new: NewInput) -> Receipt:
     return Receipt(input_id, None, "held")
 
 
-_INSERT_INPUT = t.inputs.insert()
+_INSERT_INPUT = Prepared(t.inputs.insert())
 
 
 def _insert(tx: Tx, session_id: str, new: NewInput, held: bool) -> tuple[str, dict[str, Any]]:

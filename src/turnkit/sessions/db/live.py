@@ -28,6 +28,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from turnkit.sessions.db import schema as t
+from turnkit.sessions.db.prepared import Prepared
 from turnkit.sessions.db.store import Tx
 from turnkit.sessions.model.live import LiveEvent
 
@@ -83,9 +84,11 @@ def _row(values: Sequence[Any]) -> LiveRow:
 
 
 # Built once: the statements of every delta, with bind parameters.
-_INSERT = t.live.insert()
-_DELETE_CALL = t.live.delete().where(
-    t.live.c.turn_id == sa.bindparam("tid"), t.live.c.step == sa.bindparam("call")
+_INSERT = Prepared(t.live.insert())
+_DELETE_CALL = Prepared(
+    t.live.delete().where(
+        t.live.c.turn_id == sa.bindparam("tid"), t.live.c.step == sa.bindparam("call")
+    )
 )
 
 
@@ -151,7 +154,8 @@ _DONE_ALL = (
     .where(_live.turn_id == sa.bindparam("tid"), _live.done_at.is_(None))
     .values(done_at=sa.bindparam("now"))
 )
-_DONE_STEP = _DONE_ALL.where(_live.step == sa.bindparam("call"))
+_DONE_STEP = Prepared(_DONE_ALL.where(_live.step == sa.bindparam("call")))
+_DONE_ALL = Prepared(_DONE_ALL)
 _OLD = sa.select(_live.id).where(_live.done_at < sa.bindparam("before")).limit(_SWEEP)
 _SWEEP_OLD = t.live.delete().where(_live.id.in_(_OLD.scalar_subquery()))
 # On Postgres, rows another turn's end is deleting are skipped (no waits between ends).

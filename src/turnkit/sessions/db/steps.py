@@ -26,6 +26,7 @@ from turnkit.messages import Message, ToolResultBlock, ToolUseBlock
 from turnkit.sessions.db import busy, live, turns
 from turnkit.sessions.db import schema as t
 from turnkit.sessions.db.conversation import Conversation, Conversations
+from turnkit.sessions.db.prepared import Prepared
 from turnkit.sessions.db.store import Store, Tx
 from turnkit.sessions.model.events import (
     HistoryCompacted,
@@ -51,14 +52,21 @@ __all__ = [
 _KEY_LIMIT = 300  # the steps table's key column
 
 # The statements of every turn, built once.
-_STEP = sa.select(t.steps.c.status, t.steps.c.result).where(
-    t.steps.c.turn_id == sa.bindparam("tid"), t.steps.c.key == sa.bindparam("key")
+_STEP = Prepared(
+    sa.select(t.steps.c.status, t.steps.c.result).where(
+        t.steps.c.turn_id == sa.bindparam("tid"), t.steps.c.key == sa.bindparam("key")
+    )
 )
-_EVENT_SEQ = sa.select(t.sessions.c.event_seq).where(t.sessions.c.id == sa.bindparam("sid"))
-_MESSAGE_AT = sa.select(t.messages.c.position).where(
-    t.messages.c.turn_id == sa.bindparam("tid"), t.messages.c.turn_index == sa.bindparam("index")
+_EVENT_SEQ = Prepared(
+    sa.select(t.sessions.c.event_seq).where(t.sessions.c.id == sa.bindparam("sid"))
 )
-_TURN_STATUS = sa.select(t.turns.c.status).where(t.turns.c.id == sa.bindparam("tid"))
+_MESSAGE_AT = Prepared(
+    sa.select(t.messages.c.position).where(
+        t.messages.c.turn_id == sa.bindparam("tid"),
+        t.messages.c.turn_index == sa.bindparam("index"),
+    )
+)
+_TURN_STATUS = Prepared(sa.select(t.turns.c.status).where(t.turns.c.id == sa.bindparam("tid")))
 
 
 def tool_step_key(call_id: str) -> str:
@@ -88,10 +96,10 @@ class Claim:
 
 
 _INSERT_NEW_STEP = {
-    "sqlite": sqlite_insert(t.steps).on_conflict_do_nothing(),
+    "sqlite": Prepared(sqlite_insert(t.steps).on_conflict_do_nothing()),
     "postgresql": postgresql_insert(t.steps).on_conflict_do_nothing(),
 }
-_INSERT_MESSAGE = t.messages.insert()
+_INSERT_MESSAGE = Prepared(t.messages.insert())
 
 
 class PendingWrites:
@@ -201,7 +209,7 @@ class Journal:
 
     def step(self, turn_id: str, key: str) -> Step | None:
         with self.store.read() as conn:
-            row = conn.execute(_STEP, {"tid": turn_id, "key": key}).first()
+            row = _STEP.run(conn, {"tid": turn_id, "key": key}).first()
         if row is None:
             return None
         return Step(row.status, None if row.result is None else json.loads(row.result))
@@ -212,7 +220,7 @@ class Journal:
         seq = {"sid": session_id}
         if not pending.steps and not pending.messages:
             with self.store.read() as conn:
-                return int(conn.execute(_EVENT_SEQ, seq).scalar_one())
+                return int(_EVENT_SEQ.run(conn, seq).scalar_one())
         with self.store.turn_write() as tx:
             self._write(tx, session_id, turn_id, pending)
             return int(tx.execute(_EVENT_SEQ, seq).scalar_one())

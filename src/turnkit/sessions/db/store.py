@@ -27,6 +27,7 @@ from turnkit.errors import SessionNotFoundError, TurnNotFoundError
 from turnkit.messages import Message
 from turnkit.sessions.db import schema as t
 from turnkit.sessions.db.engines import Databases
+from turnkit.sessions.db.prepared import Prepared
 from turnkit.sessions.db.writer_lock import WriterLock
 from turnkit.sessions.model.events import TURN_END_TYPES, SessionEvent
 from turnkit.sessions.model.inputs import AgentInput
@@ -91,17 +92,19 @@ class Dispatch(Protocol):
 
 
 _BUMP = {
-    name: t.sessions.update()
-    .where(t.sessions.c.id == sa.bindparam("sid"))
-    .values({name: t.sessions.c[name] + 1})
-    .returning(t.sessions.c[name])
+    name: Prepared(
+        t.sessions.update()
+        .where(t.sessions.c.id == sa.bindparam("sid"))
+        .values({name: t.sessions.c[name] + 1})
+        .returning(t.sessions.c[name])
+    )
     for name in ("input_seq", "turn_seq", "message_seq", "runner_seq")
 }
 # An event's seq and time in one statement, which also makes them the session's
 # last activity. The time never goes back within a session: a transaction that
 # read the clock, then waited for the row lock, takes the later time it finds.
 _STAMP = sa.bindparam("at", type_=sa.Float)
-_NEXT_EVENT = (
+_NEXT_EVENT = Prepared(
     t.sessions.update()
     .where(t.sessions.c.id == sa.bindparam("sid"))
     .values(
@@ -113,11 +116,11 @@ _NEXT_EVENT = (
     )
     .returning(t.sessions.c.event_seq, t.sessions.c.last_activity_at)
 )
-_INSERT_EVENT = t.events.insert()
-_LOCK_SESSION = (
+_INSERT_EVENT = Prepared(t.events.insert())
+_LOCK_SESSION = Prepared(
     sa.select(t.sessions).where(t.sessions.c.id == sa.bindparam("sid")).with_for_update()
 )
-_TURN = sa.select(t.turns).where(t.turns.c.id == sa.bindparam("id"))
+_TURN = Prepared(sa.select(t.turns).where(t.turns.c.id == sa.bindparam("id")))
 
 
 class Tx:
@@ -146,19 +149,22 @@ class Tx:
         """Call ``callback()`` if this transaction does not commit."""
         self.undo.append(callback)
 
-    def execute(self, statement: Any, *args: Any) -> sa.CursorResult[Any]:
+    def execute(self, statement: Any, *args: Any) -> Any:
+        """Run ``statement`` in this transaction (a :class:`Prepared` one on SQLite's cursor)."""
+        if type(statement) is Prepared:
+            return statement.run(self.conn, *args)
         return self.conn.execute(statement, *args)
 
     def bump(self, session_id: str, counter: str) -> int:
         """Add one to a counter of the session's row; the new value."""
-        row = self.conn.execute(_BUMP[counter], {"sid": session_id}).first()
+        row = _BUMP[counter].run(self.conn, {"sid": session_id}).first()
         if row is None:
             raise SessionNotFoundError(session_id)
         return int(row[0])
 
     def emit(self, session_id: str, event: SessionEvent, turn_id: str | None = None) -> int:
         """Append ``event`` to the session's log; its id."""
-        row = self.conn.execute(_NEXT_EVENT, {"sid": session_id, "at": now()}).first()
+        row = _NEXT_EVENT.run(self.conn, {"sid": session_id, "at": now()}).first()
         if row is None:
             raise SessionNotFoundError(session_id)
         values = {
@@ -169,7 +175,7 @@ class Tx:
             "timestamp": float(row.last_activity_at),
             "data": dumps(event.data()),
         }
-        inserted = self.conn.execute(_INSERT_EVENT, values)
+        inserted = _INSERT_EVENT.run(self.conn, values)
         self.appended.add(session_id)
         if event.type in TURN_END_TYPES:  # waiters on a turn's end listen on this key only
             self.appended.add(ended_key(session_id))
@@ -179,7 +185,7 @@ class Tx:
 
     def lock_session(self, session_id: str) -> Any:
         """The session's row, locked until commit (``SessionNotFoundError`` if none)."""
-        row = self.conn.execute(_LOCK_SESSION, {"sid": session_id}).first()
+        row = _LOCK_SESSION.run(self.conn, {"sid": session_id}).first()
         if row is None:
             raise SessionNotFoundError(session_id)
         return row
@@ -353,14 +359,14 @@ class Store:
     def turn_if_ended(self, turn_id: str) -> tuple[Turn | None, str]:
         """The turn if it has ended (else None), and its session id: one read, for waiting."""
         with self.read() as conn:
-            row = conn.execute(_TURN, {"id": turn_id}).first()
+            row = _TURN.run(conn, {"id": turn_id}).first()
         if row is None:
             raise TurnNotFoundError(turn_id)
         return (turn_record(row) if TurnState(row.status).is_terminal() else None), row.session_id
 
     def turn(self, turn_id: str) -> Turn:
         with self.read() as conn:
-            row = conn.execute(_TURN, {"id": turn_id}).first()
+            row = _TURN.run(conn, {"id": turn_id}).first()
         if row is None:
             raise TurnNotFoundError(turn_id)
         return turn_record(row)

@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from turnkit._values import new_id, now
 from turnkit.errors import SessionEndedError, SessionNotFoundError
 from turnkit.sessions.db import schema as t
+from turnkit.sessions.db.prepared import Prepared
 from turnkit.sessions.db.store import Store, Tx
 
 __all__ = ["subscribe", "subscribers_of", "unsubscribe"]
@@ -55,7 +56,7 @@ def unsubscribe(
 
 
 _c = t.subscriptions.c
-_SUBSCRIBERS = (
+_SUBSCRIBERS = Prepared(
     sa.select(_c.subscriber_id)
     .where(
         sa.or_(_c.to_session == sa.bindparam("sid"), _c.to_agent == sa.bindparam("agent")),

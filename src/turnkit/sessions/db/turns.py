@@ -39,6 +39,7 @@ import sqlalchemy as sa
 
 from turnkit._values import cut_utf8, dumps, new_id, now, storable
 from turnkit.sessions.db import schema as t
+from turnkit.sessions.db.prepared import Prepared
 from turnkit.sessions.db.store import TurnEnded, Tx, queued_key
 from turnkit.sessions.model.events import (
     QuestionAsked,
@@ -85,7 +86,9 @@ class Claimed:
 
 # Each transition's statement is built once per (from statuses, columns set).
 _TRANSITIONS: dict[tuple[tuple[TurnState, ...], tuple[str, ...]], Any] = {}
-_SESSION_AGENT = sa.select(t.sessions.c.agent).where(t.sessions.c.id == sa.bindparam("sid"))
+_SESSION_AGENT = Prepared(
+    sa.select(t.sessions.c.agent).where(t.sessions.c.id == sa.bindparam("sid"))
+)
 
 
 def _transition(
@@ -96,17 +99,22 @@ def _transition(
     statement = _TRANSITIONS.get(key)
     if statement is None:
         columns = {name: sa.bindparam(f"b_{name}") for name in ("status", *values)}
-        statement = _TRANSITIONS[key] = (
+        statement = _TRANSITIONS[key] = Prepared(
             t.turns.update()
-            .where(t.turns.c.id == sa.bindparam("b_id"), t.turns.c.status.in_(from_))
+            .where(t.turns.c.id == sa.bindparam("b_id"), _status_in(from_))
             .values(columns)
         )
     params = {"b_id": turn_id, "b_status": to, **{f"b_{k}": v for k, v in values.items()}}
     return tx.execute(statement, params).rowcount == 1
 
 
-_INSERT_TURN = t.turns.insert()
-_INPUT_TURN = (
+def _status_in(statuses: tuple[TurnState, ...]) -> Any:
+    """``status IN (...)`` spelled as ORs: each status a bound value, no expanding list."""
+    return sa.or_(*(t.turns.c.status == status.value for status in statuses))
+
+
+_INSERT_TURN = Prepared(t.turns.insert())
+_INPUT_TURN = Prepared(
     t.inputs.update()
     .where(t.inputs.c.id == sa.bindparam("iid"))
     .values(turn_id=sa.bindparam("tid"))
@@ -177,16 +185,16 @@ def claim_next(
 
 
 # The session's turn left running (resumed first), else its lowest queued one.
-_NEXT = (
+_NEXT = Prepared(
     sa.select(t.turns)
     .where(
         t.turns.c.session_id == sa.bindparam("sid"),
-        t.turns.c.status.in_([TurnState.RUNNING.value, TurnState.QUEUED.value]),
+        _status_in((TurnState.RUNNING, TurnState.QUEUED)),
     )
     .order_by(sa.case((t.turns.c.status == TurnState.RUNNING.value, 0), else_=1), t.turns.c.seq)
     .limit(1)
 )
-_SET_RUNNER = (
+_SET_RUNNER = Prepared(
     t.sessions.update()
     .where(t.sessions.c.id == sa.bindparam("sid"))
     .values(runner=sa.bindparam("runner_id"))
