@@ -24,6 +24,9 @@ Anything refused, or anything past what the length shows within the limits,
 goes to the Python walk, which gives the exact error. What passes is kept as
 its msgpack bytes in a :class:`FrozenDict` whose items are built on first
 use (:func:`materialize`); :func:`plain_copy` thaws it in C.
+
+:func:`fast_freeze_many` runs the same passes over a batch of tool inputs
+at once (one ``marshal`` call, one decode), for ``validate_messages``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,10 @@
 """Validation at the API boundary: dicts or objects in, canonical objects out.
 
 Sizes are counted as msgspec builds (:mod:`turnkit.messages._count`): one
-walk over the caller's data, which counts and builds.
+walk over the caller's data, which counts and builds. Before it, a read of
+the message and block dicts (no deeper) counts them and picks out the tool
+inputs, which are frozen together (``_json_fast.fast_freeze_many``) and
+taken by their blocks as those are built.
 """
 
 from __future__ import annotations
