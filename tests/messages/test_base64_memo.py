@@ -51,3 +51,25 @@ def test_concurrent_validation_never_raises() -> None:
     with ThreadPoolExecutor(4) as pool:
         list(pool.map(churn, range(4)))
     assert memo._bytes <= 50_000
+
+
+def test_an_equal_copy_of_a_remembered_string_is_found() -> None:
+    memo = _Base64Memo(min_len=100)
+    data = b64(30_000)
+    memo.add(data)
+    copy = data[:-4] + data[-4:].swapcase().swapcase()
+    assert copy is not data and copy in memo
+
+
+def test_strings_sharing_a_key_are_never_taken_for_each_other() -> None:
+    memo = _Base64Memo(min_len=100)
+    data = b64(30_000)
+    # Same length and the same first, middle and last slices: only the rest differs.
+    other = data[:1000] + ("B" if data[1000] != "B" else "C") + data[1001:]
+    assert memo._key(other) == memo._key(data)
+    memo.add(data)
+    assert other not in memo
+    memo.add(other)
+    assert other in memo and data not in memo and memo._bytes == len(other)
+    with pytest.raises(InvalidMessageError, match="not canonical base64"):
+        check_base64(data[:1000] + "!" + data[1001:], "data")

