@@ -9,6 +9,7 @@ process is a client App.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -37,6 +38,32 @@ async def until(what: str, check: Callable[[], object], procs: Iterable[Proc] = 
         await asyncio.sleep(0.02)
 
 
+async def pause_outside_a_write(proc: Proc, url: str) -> None:
+    """Stall ``proc``, at a moment it is not inside a write transaction on SQLite.
+
+    A process stopped inside one keeps SQLite's one write lock, and then no
+    process can write at all, the takeover included: no lease can fence that
+    on SQLite. The test is of a worker stalled between writes (a tool running),
+    so a stop that lands inside one (a lease renewal, say) is undone and tried
+    again a moment later.
+    """
+    for _ in range(100):
+        proc.pause()
+        if not url.startswith("sqlite"):
+            return
+        probe = sqlite3.connect(url.removeprefix("sqlite:///"), timeout=0.2)
+        try:
+            probe.execute("BEGIN IMMEDIATE")
+            probe.rollback()
+            return
+        except sqlite3.OperationalError:
+            proc.resume()
+            await asyncio.sleep(0.01)
+        finally:
+            probe.close()
+    raise AssertionError("the worker was inside a write each time it was stopped")
+
+
 async def test_a_stalled_worker_writes_nothing_of_the_turns_taken_from_it(
     any_db_url: str, tmp_path: Path
 ) -> None:
@@ -56,7 +83,7 @@ async def test_a_stalled_worker_writes_nothing_of_the_turns_taken_from_it(
             assert call == "h1"
             stalled = workers[stalled_id]
             [other_id] = set(workers) - {stalled_id}
-            stalled.pause()
+            await pause_outside_a_write(stalled, any_db_url)
             # The other worker takes the turn over once the lease lapses: h1 was in
             # flight (answered as interrupted), and it runs h2 itself.
             await until(
