@@ -114,16 +114,26 @@ def pydantic_ai_history(image: bytes) -> list[dict[str, Any]]:
     return pa.ModelMessagesTypeAdapter.dump_python(history)
 
 
-def median_ms(fn: Callable[[Any], object], make_input: Callable[[], Any], repeat: int) -> float:
-    """Median milliseconds of ``fn(make_input())``, the input made outside the timer."""
-    fn(make_input())
-    times = []
+def median_ms(
+    mine: Callable[[Any], object],
+    make_mine: Callable[[], Any],
+    peer: Callable[[Any], object],
+    make_peer: Callable[[], Any],
+    repeat: int,
+) -> tuple[float, float]:
+    """Median milliseconds of ``mine(make_mine())`` and of ``peer(make_peer())``,
+    the inputs made outside the timer, the two timed in turn (so both see the
+    machine as it is at that moment: its speed drifts within a run)."""
+    mine(make_mine())
+    peer(make_peer())
+    times: tuple[list[float], list[float]] = ([], [])
     for _ in range(repeat):
-        value = make_input()
-        start = time.perf_counter()
-        fn(value)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1000
+        for fn, make, out in ((mine, make_mine, times[0]), (peer, make_peer, times[1])):
+            value = make()
+            start = time.perf_counter()
+            fn(value)
+            out.append(time.perf_counter() - start)
+    return statistics.median(times[0]) * 1000, statistics.median(times[1]) * 1000
 
 
 def compare(size: int, repeat: int) -> list[tuple[str, float, float]]:
@@ -142,11 +152,7 @@ def compare(size: int, repeat: int) -> list[tuple[str, float, float]]:
         peer: Callable[[Any], object],
         make_peer: Callable[[], Any],
     ) -> tuple[str, float, float]:
-        return (
-            f"{name}, {label}",
-            median_ms(mine, make_mine, repeat),
-            median_ms(peer, make_peer, repeat),
-        )
+        return (f"{name}, {label}", *median_ms(mine, make_mine, peer, make_peer, repeat))
 
     return [
         row(
