@@ -10,18 +10,9 @@ import sys
 import threading
 
 import turnkit
+from sessions.echo_support import echo_app
 from turnkit.sessions import App
 from turnkit.testing import ScriptedModel
-
-
-def echo_app(url: str, **options: object) -> App:
-    app = App(url, **options)
-
-    @app.agent("echo", model=ScriptedModel([lambda r: f"echo:{r.last_text}"] * 1000))
-    def echo() -> str:
-        return "Echo."
-
-    return app
 
 
 async def test_end_session_racing_a_claim_never_runs_a_cancelled_turn(postgres_url: str) -> None:

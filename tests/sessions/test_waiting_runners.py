@@ -8,20 +8,11 @@ import threading
 import pytest
 import sqlalchemy as sa
 
+from sessions.echo_support import echo_app
 from turnkit.sessions import App
 from turnkit.sessions.db import schema
 from turnkit.sessions.runtime import lingering
 from turnkit.testing import ScriptedModel
-
-
-def echo_app(url: str, **options: object) -> App:
-    app = App(url, **options)
-
-    @app.agent("echo", model=ScriptedModel([lambda r: f"echo:{r.last_text}"] * 100))
-    def echo() -> str:
-        return "Echo."
-
-    return app
 
 
 def waiting_rows(app: App) -> list[tuple[str, str]]:

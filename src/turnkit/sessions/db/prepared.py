@@ -30,6 +30,7 @@ import sqlalchemy as sa
 __all__ = ["Prepared", "PreparedResult"]
 
 _FALLBACK = object()  # a compiled form this module leaves to SQLAlchemy
+Converter = Callable[[Any], Any]  # a type's conversion of one value
 
 
 class Prepared:
@@ -60,13 +61,20 @@ class _Plan:
 
     __slots__ = ("bind_processors", "binds", "row_processors", "row_type", "sql")
 
-    def __init__(self, sql: str, binds: list[tuple[str, Any]], processors: list[Any]) -> None:
+    def __init__(
+        self,
+        sql: str,
+        binds: list[tuple[str, Any]],
+        bind_processors: list[Converter | None],
+        row_processors: list[Converter | None],
+    ) -> None:
         self.sql = sql
         self.binds = binds  # (name, the value when params lack it) in the SQL's order
         # (position, conversion) of the parameters whose type converts them (a float)
-        self.bind_processors = [(i, p) for i, p in enumerate(processors) if p is not None]
+        self.bind_processors = [(i, p) for i, p in enumerate(bind_processors) if p is not None]
+        # one per result column (a boolean's), or None when no column converts
+        self.row_processors = row_processors if any(row_processors) else None
         self.row_type: Any = None  # made from the first result's description
-        self.row_processors: list[Callable[[Any], Any] | None] | None = None
 
     def run(self, conn: sa.Connection, params: Mapping[str, Any]) -> PreparedResult:
         values = [params.get(name, default) for name, default in self.binds]
@@ -101,18 +109,16 @@ def _plan(statement: Any, dialect: Any, names: tuple[str, ...]) -> _Plan | objec
     if compiled.insert_prefetch or compiled.update_prefetch or compiled.positiontup is None:
         return _FALLBACK
     binds: list[tuple[str, Any]] = []
-    processors: list[Any] = []
+    bind_processors: list[Converter | None] = []
     for name in compiled.positiontup:
         bind = compiled.binds[name]
         if bind.expanding or (name not in names and (bind.required or bind.callable)):
             return _FALLBACK  # SQLAlchemy expands it, calls it, or says what is missing
         binds.append((name, bind.value))
-        processors.append(bind.type.dialect_impl(dialect).bind_processor(dialect))
-    plan = _Plan(compiled.string, binds, processors)
+        bind_processors.append(bind.type.dialect_impl(dialect).bind_processor(dialect))
     columns = getattr(compiled, "_result_columns", None) or ()
-    processors = [c.type.dialect_impl(dialect).result_processor(dialect, None) for c in columns]
-    plan.row_processors = processors if any(p is not None for p in processors) else None
-    return plan
+    row_processors = [c.type.dialect_impl(dialect).result_processor(dialect, None) for c in columns]
+    return _Plan(compiled.string, binds, bind_processors, row_processors)
 
 
 class PreparedResult:

@@ -166,22 +166,22 @@ def claim_next(
         return None
     if session.runner is None:
         _set_runner(tx, session_id, runner_id)
-    queued = tx.execute(_NEXT, {"sid": session_id}).first()
-    if queued is not None and queued.status == TurnState.RUNNING:
-        if queued.workflow_id != runner_id:
-            statement = t.turns.update().where(t.turns.c.id == queued.id)
-            tx.execute(statement.values(workflow_id=runner_id))
-        return Claimed(queued, True, session)
-    if queued is None:
+    turn = tx.execute(_NEXT, {"sid": session_id}).first()
+    if turn is None:
         if not (keep() if callable(keep) else keep):
             _set_runner(tx, session_id, None)
         return None
+    if turn.status == TurnState.RUNNING:
+        if turn.workflow_id != runner_id:
+            statement = t.turns.update().where(t.turns.c.id == turn.id)
+            tx.execute(statement.values(workflow_id=runner_id))
+        return Claimed(turn, resumed=True, session=session)
     started = _transition(
-        tx, queued.id, TurnState.RUNNING, _QUEUED, workflow_id=runner_id, started_at=now()
+        tx, turn.id, TurnState.RUNNING, _QUEUED, workflow_id=runner_id, started_at=now()
     )
     assert started, "the session row is locked: its queued turn cannot move meanwhile"
-    tx.emit(session_id, TurnStarted(json.loads(queued.input)), queued.id)
-    return Claimed(queued, False, session)
+    tx.emit(session_id, TurnStarted(json.loads(turn.input)), turn.id)
+    return Claimed(turn, resumed=False, session=session)
 
 
 # The session's turn left running (resumed first), else its lowest queued one.

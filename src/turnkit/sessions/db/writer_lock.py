@@ -62,9 +62,3 @@ class WriterLock:
         if urgent and (self._run < URGENT_RUN or not normal):
             return 1
         return 0 if normal else (1 if urgent else None)
-
-    def __enter__(self) -> None:
-        self.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
