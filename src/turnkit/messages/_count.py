@@ -40,12 +40,12 @@ class Count:
     __slots__ = ("built_left", "chars_left", "frozen", "nodes_left", "token")
 
     def __init__(
-        self, limits: JsonLimits, nodes: int, frozen: dict[int, tuple[Any, Any]] | None = None
+        self, limits: JsonLimits, nodes: int, frozen: dict[int, Any] | None = None
     ) -> None:
         self.nodes_left = limits.max_nodes - nodes  # messages, blocks and parts written out
         self.built_left = limits.max_nodes  # blocks built: never more than those written out
         self.chars_left = limits.max_bytes
-        self.frozen = frozen or {}  # tool inputs frozen ahead, {id(input): (input, frozen)}
+        self.frozen = frozen or {}  # tool inputs frozen ahead, {id(input): frozen}, held alive
         self.token: Token[Count | None] | None = None
         if self.nodes_left < 0:
             raise OverLimit("nodes")

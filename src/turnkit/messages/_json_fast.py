@@ -33,7 +33,6 @@ from __future__ import annotations
 
 from functools import cache
 from marshal import dumps as _marshal
-from sys import getrefcount as _refs
 from typing import Annotated, Any, Union
 
 import msgspec
@@ -172,27 +171,22 @@ _BATCH = 32
 decode: most of the C path's cost per input is the set-up of each call."""
 
 
-def fast_freeze_many(values: list[Any], limits: JsonLimits) -> dict[int, tuple[Any, FrozenDict]]:
-    """The exact dicts of ``values`` that the C path proves plain, frozen.
+def fast_freeze_many(values: list[dict[Any, Any]], limits: JsonLimits) -> dict[int, FrozenDict]:
+    """The ``values`` that the C path proves plain, frozen: ``{id(value): frozen}``
+    (the caller keeps ``values`` alive while it looks them up, so no id is reused).
 
-    ``values`` ends with a probe: an empty dict held by one container, as each
-    value is held by its block. Only values held exactly as often as the
-    probe are taken (so none is shared with, or nested in, another value);
-    in a batch's ``marshal`` output each then shows as one marked dict and
-    any other mark is a container shared within a value (see :data:`_MARKS`).
-    What is not taken, or whose batch fails a check, is left out: the caller
-    freezes it alone (:func:`fast_freeze`, then the walk), which names errors.
-    Returns ``{id(value): (value, frozen)}``.
+    ``values`` are exact dicts, each held by one container alone (its block:
+    none is shared with, or nested in, another value), so in a batch's
+    ``marshal`` output each shows as one marked dict and any other mark is a
+    container shared within a value (see :data:`_MARKS`). What is not taken,
+    or whose batch fails a check, is left out: the caller freezes it alone
+    (:func:`fast_freeze`, then the walk), which names errors.
     """
-    *held, probe = [_refs(value) for value in values]
-    pairs = zip(values[:-1], held, strict=True)
-    alone = [value for value, refs in pairs if refs == probe and type(value) is dict]
-    found: dict[int, tuple[Any, FrozenDict]] = {}
-    for start in range(0, len(alone), _BATCH):
-        batch = alone[start : start + _BATCH]
-        frozen_batch = _freeze_batch(batch, limits)  # all of the batch, or nothing
-        for value, frozen in zip(batch, frozen_batch, strict=False):
-            found[id(value)] = (value, frozen)
+    found: dict[int, FrozenDict] = {}
+    for start in range(0, len(values), _BATCH):
+        batch = values[start : start + _BATCH]
+        for value, frozen in zip(batch, _freeze_batch(batch, limits), strict=False):
+            found[id(value)] = frozen  # all of the batch, or nothing
     return found
 
 

@@ -233,8 +233,8 @@ class ToolUseBlock(_Frozen, tag="tool_use", tag_field="type"):
             force_setattr(self, "name", need_str(self.name, "name", non_empty=True))
         value = self.input
         count = _counting()
-        if count is not None and (ahead := count.frozen.get(id(value))) and ahead[0] is value:
-            force_setattr(self, "input", ahead[1])  # frozen with the others: see validate
+        if count is not None and (ahead := count.frozen.get(id(value))) is not None:
+            force_setattr(self, "input", ahead)  # frozen with the others: see validate
         else:
             force_setattr(self, "input", freeze_object(value, "input"))
 

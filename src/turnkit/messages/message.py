@@ -86,19 +86,27 @@ class Message(_Frozen):
 
     def __post_init__(self) -> None:
         role = self.role
-        if type(role) is not str or role not in ROLES:
+        allowed = _ALLOWED_BLOCKS.get(role) if type(role) is str else None
+        if allowed is None:
             role = _role(role)
             force_setattr(self, "role", role)
+            allowed = _ALLOWED_BLOCKS[role]
         content = self.content
         if type(content) is tuple:
-            kinds = tuple(map(type, content))
-            if not _ALLOWED_BLOCKS[role].issuperset(kinds):
-                if not all(issubclass(kind, BLOCK_TYPES) for kind in kinds):
-                    content = _content_from(content)
-                    force_setattr(self, "content", content)
-                _check_placement(content, role)
-            elif kinds.count(ToolUseBlock) > 1:
-                _check_unique_ids(content)
+            calls = 0  # a loop, not sets of types: type() of one object is the fastest call
+            for block in content:
+                kind = type(block)
+                if kind not in allowed:
+                    if not all(issubclass(type(block), BLOCK_TYPES) for block in content):
+                        content = _content_from(content)
+                        force_setattr(self, "content", content)
+                    _check_placement(content, role)
+                    break
+                if kind is ToolUseBlock:
+                    calls += 1
+            else:
+                if calls > 1:
+                    _check_unique_ids(content)
         else:
             content = _content_from(content)
             force_setattr(self, "content", content)

@@ -9,6 +9,7 @@ taken by their blocks as those are built.
 
 from __future__ import annotations
 
+from sys import getrefcount as _refs
 from typing import Any
 
 from turnkit.errors import InvalidMessageError
@@ -70,12 +71,16 @@ def _messages_and_blocks(value: object, inputs: list[object]) -> int:
     """The messages of a list and the blocks of those given as dicts (each
     time a list appears), read before anything is built (see ``_count``).
 
-    The input of each tool_use block given as a plain dict, in a plain list,
-    is put in ``inputs``, to be frozen together (:func:`_inputs_frozen`);
-    whatever is left out is frozen by its block.
+    The input of each tool_use block of an assistant message given as a
+    plain dict, when it is a plain dict held by that block alone (not shared
+    with another block, nested in another value or kept by the caller: see
+    ``fast_freeze_many``), is put in ``inputs``, to be frozen together
+    (:func:`_inputs_frozen`); whatever is left out is frozen by its block.
     """
     items = _items(value) or ()
     nodes = len(items)
+    probe = _PROBE.get("input")
+    held_once = _refs(probe)  # what one block's hold reads as, here (the interpreter's count)
     for item in items:
         kind = type(item)
         if kind is dict or (kind is not Message and issubclass(kind, dict)):
@@ -83,11 +88,16 @@ def _messages_and_blocks(value: object, inputs: list[object]) -> int:
             kind = type(content)
             if kind is list:
                 nodes += len(content)  # type: ignore[arg-type]
+                role = dict.get(item, "role")  # type: ignore[arg-type]
+                # tested as exact strs first: a str subclass's __eq__ is never asked
+                if type(role) is not str or role != "assistant":
+                    continue
                 for block in content:  # type: ignore[attr-defined]
-                    # tested as an exact str first: a str subclass's __eq__ is never asked
                     block_type = block.get("type") if type(block) is dict else None
                     if type(block_type) is str and block_type == "tool_use":
-                        inputs.append(block.get("input"))  # type: ignore[attr-defined]
+                        probe = block.get("input")  # type: ignore[attr-defined]
+                        if type(probe) is dict and _refs(probe) == held_once:
+                            inputs.append(probe)
             elif kind is tuple:
                 nodes += len(content)  # type: ignore[arg-type]
             elif issubclass(kind, list):
@@ -97,13 +107,16 @@ def _messages_and_blocks(value: object, inputs: list[object]) -> int:
     return nodes
 
 
-def _inputs_frozen(inputs: list[object], limits: JsonLimits) -> dict[int, tuple[Any, Any]]:
+_PROBE: dict[str, object] = {"input": {}}
+"""A value held by one block: its reference count, read as the inputs' are, is
+what an input held by its block alone reads as."""
+
+
+def _inputs_frozen(inputs: list[object], limits: JsonLimits) -> dict[int, Any]:
     """The tool inputs the C path proves plain together (see ``fast_freeze_many``);
     the others are frozen by their block, one by one, as before."""
     if len(inputs) < 2:
         return {}
-    holder = {"input": {}}  # the probe: held once, as each input is by its block
-    inputs.append(holder["input"])
     return fast_freeze_many(inputs, limits)
 
 
