@@ -20,6 +20,7 @@ from fastapi import FastAPI, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
 
+from turnkit.server.direct import TurnkitAPI
 from turnkit.server.events import PING_SECONDS
 from turnkit.server.executors import executor_routes
 from turnkit.server.limits import BodyLimits
@@ -99,7 +100,7 @@ def create_app(
         async with app:
             yield
 
-    api = FastAPI(
+    api = TurnkitAPI(
         title="turnkit",
         summary="Durable agent sessions over HTTP",
         version="1",

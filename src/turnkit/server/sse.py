@@ -12,9 +12,11 @@ frames, :class:`EventStream` keeps what a long-lived stream needs:
   client resumes from its ``Last-Event-ID`` elsewhere.
 
 :meth:`EventStream.write_now` writes a frame from outside the stream's task
-(the live hub serves all of a session's streams in one step): a send that
-need not wait ends there, one that must (the client reads slowly) ends in a
-task, and the stream's next frames wait for it, so the order holds.
+(the live hub serves all of a session's streams in one step): straight to
+the connection when it can (:mod:`turnkit.server.direct`), else as a send
+that, if it need not wait, ends there, and if it must (the client reads
+slowly) ends in a task, which the stream's next frames wait for, so the
+order holds.
 
 The wire format is the one sse-starlette wrote before: ``id:``, ``event:``,
 then one ``data:`` line per line of data, each line ended by CRLF, a blank
@@ -32,6 +34,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from starlette.responses import Response
+
+from turnkit.server.direct import chunk_writer
 
 __all__ = ["STOP_POLL_S", "EventStream", "frame"]
 
@@ -79,11 +83,15 @@ class EventStream(Response):
         self.raw_headers = list(HEADERS)
         self._send: Send | None = None  # while the body is being sent
         self._writing: asyncio.Future[Any] | None = None  # a write_now still waiting
+        self._direct: Callable[[bytes], bool] | None = None  # see turnkit.server.direct
 
     def write_now(self, data: bytes) -> bool:
         """Write ``data`` at once, from outside the stream's own task (the live hub's one
         step for all followers); False, and nothing written, when this stream cannot now
         (not started, ended, or a write still waiting for the client to read)."""
+        direct = self._direct  # set while the body is being sent, with _send
+        if direct is not None and self._writing is None and direct(data):
+            return True
         if self._send is None or self._writing is not None:
             return False
         body = self._send({"type": "http.response.body", "body": data, "more_body": True})
@@ -99,6 +107,7 @@ class EventStream(Response):
     async def __call__(self, scope: Any, receive: Receive, send: Send) -> None:
         assert self.frames is not None
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        self._direct = chunk_writer(scope)
         self._send = send
         pump = asyncio.ensure_future(self._pump(send))
         watch = asyncio.ensure_future(self._watch(send))
@@ -106,7 +115,7 @@ class EventStream(Response):
         try:
             await asyncio.wait({pump, watch, listen}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            self._send = None
+            self._send = self._direct = None
             gone = listen.done()  # the client left: nothing more is sent
             for task in (pump, watch, listen):
                 task.cancel()

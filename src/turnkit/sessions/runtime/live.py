@@ -50,6 +50,19 @@ log = logging.getLogger("turnkit.sessions")
 class Subscription:
     """One live follower's deltas of one session, in delivery order."""
 
+    __slots__ = (
+        "_items",
+        "_lock",
+        "_loop",
+        "_ready",
+        "closed",
+        "direct",
+        "dropped",
+        "hub",
+        "session_id",
+        "since",
+    )
+
     def __init__(self, hub: LiveHub, session_id: str, loop: asyncio.AbstractEventLoop) -> None:
         self.hub, self.session_id = hub, session_id
         self.since = time.time()  # deltas of calls done before then are not its to give
@@ -61,11 +74,10 @@ class Subscription:
         self._ready = asyncio.Event()
         # While its follower waits with nothing else to give, it may take deltas here,
         # on its loop, as they come: each returns the rows it could not give now.
-        self.direct: Callable[[list[LiveRow]], list[LiveRow]] | None = None
+        self.direct: Callable[[Sequence[LiveRow]], Sequence[LiveRow]] | None = None
 
     def _put(self, rows: Sequence[LiveRow]) -> None:
-        if self._add(rows):
-            _wake(self._loop, [self])
+        _wake(self._loop, [(self, rows)])
 
     def _add(self, rows: Sequence[LiveRow]) -> bool:
         """Queue ``rows`` (without waking the follower); whether there is news for it."""
@@ -95,28 +107,25 @@ class Subscription:
         await self._ready.wait()
 
     def notify(self) -> None:
-        """Wake :meth:`wait` (on the follower's loop): its other source has news."""
+        """Wake :meth:`wait` (on the follower's loop): its other source has news, which
+        comes first, so deltas no longer go to :attr:`direct` until it waits again."""
+        self.direct = None
         self._ready.set()
 
-    def _arrived(self) -> None:
-        """On the follower's loop: deltas came. Its :attr:`direct` taker gives what it
-        can at once (a hundred followers are then served in one step, none woken);
-        the follower wakes for the rest."""
+    def _arrive(self, rows: Sequence[LiveRow]) -> None:
+        """On the follower's loop: ``rows`` came. While the follower waits with nothing
+        queued, its :attr:`direct` taker gives what it can at once (a hundred followers
+        are then served in one step, none woken); the follower wakes for the rest."""
         direct = self.direct
-        if direct is not None and not (self.dropped or self.closed):
-            with self._lock:
-                items = list(self._items)
-                self._items.clear()
+        if direct is not None and not self._items and not (self.dropped or self.closed):
             try:
-                rest = direct(items)
+                rows = direct(rows)
             except Exception:  # the follower gives them itself (what was given is skipped)
                 log.exception("turnkit: a live follower's direct delivery failed")
-                rest = items
-            if not rest:
+            if not rows:
                 return
-            with self._lock:
-                self._items.extendleft(reversed(rest))
-        self._ready.set()
+        if self._add(rows):
+            self._ready.set()
 
 
 class LiveHub:
@@ -247,13 +256,12 @@ class LiveHub:
             while len(seen) > _SEEN_LIMIT:
                 seen.popitem(last=False)
             targets = [(self._subs[s].copy(), found) for s, found in by_session.items()]
-        woken: dict[asyncio.AbstractEventLoop, list[Subscription]] = {}
+        woken: dict[asyncio.AbstractEventLoop, list[tuple[Subscription, list[LiveRow]]]] = {}
         for subs, found in targets:
             for sub in subs:
-                if sub._add(found):
-                    woken.setdefault(sub._loop, []).append(sub)
-        for loop, ready in woken.items():  # one wake-up per loop, not one per follower
-            _wake(loop, ready)
+                woken.setdefault(sub._loop, []).append((sub, found))
+        for loop, arrivals in woken.items():  # one wake-up per loop, not one per follower
+            _wake(loop, arrivals)
 
     # -- the watcher ---------------------------------------------------------------
 
@@ -324,12 +332,15 @@ class LiveHub:
             sub._put(())
 
 
-def _wake(loop: asyncio.AbstractEventLoop, subs: list[Subscription]) -> None:
-    """Wake the followers of ``subs`` (all on ``loop``), from any thread."""
+def _wake(
+    loop: asyncio.AbstractEventLoop, arrivals: Sequence[tuple[Subscription, Sequence[LiveRow]]]
+) -> None:
+    """Give each subscription its rows on ``loop`` (theirs), from any thread: each
+    queues them there, or gives them at once (see :meth:`Subscription._arrive`)."""
 
     def ready() -> None:
-        for sub in subs:
-            sub._arrived()
+        for sub, rows in arrivals:
+            sub._arrive(rows)
 
     with contextlib.suppress(RuntimeError):  # the followers' loop is closed: they are gone
         loop.call_soon_threadsafe(ready)

@@ -37,8 +37,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from turnkit.errors import SlowFollowerError
@@ -112,7 +112,7 @@ async def follow_live(
                 continue
             if queue.empty():  # woken by a delivery or by the pump (take() cleared it)
                 if give_now is not None:
-                    sub.direct = functools.partial(_give_direct, merge, queue, give_now)
+                    sub.direct = functools.partial(_give_direct, merge, give_now)
                 try:
                     await sub.wait()
                 finally:
@@ -161,31 +161,39 @@ async def _pump(
             await durable.aclose()  # type: ignore[attr-defined]
 
 
-def _give_direct(
-    merge: _Merge, queue: asyncio.Queue[Any], give_now: GiveNow, rows: list[LiveRow]
-) -> list[LiveRow]:
+def _give_direct(merge: _Merge, give_now: GiveNow, rows: Sequence[LiveRow]) -> Sequence[LiveRow]:
     """Give ``rows`` to ``give_now`` while the follower waits, in order, up to the first
-    that needs the follower itself (a read first, a durable event queued, a busy
-    consumer); the rows from there on."""
+    that needs the follower itself (a read first, a busy consumer); the rows from there
+    on. (A durable event queued ends this first: ``Subscription.notify`` takes the
+    follower's direct taker away.)
+
+    :meth:`_Merge.verdict` and :meth:`_Merge.given`, inline: this runs for every
+    follower of every delta, right after the loop wakes (when a core runs slowest)."""
+    streams, closed, last = merge._streams, merge._closed, merge.last
     for i, row in enumerate(rows):
-        verdict = merge.verdict(row)
-        if verdict is _SKIP:
-            continue
-        if verdict is _CATCH_UP or not queue.empty() or not give_now(row.event):
+        live = row.event
+        stream = row.stream
+        if closed.get(live.turn_id, -1) > live.after_seq or live.index <= streams.get(stream, -1):
+            continue  # _SKIP
+        if live.after_seq > last or not give_now(live):
             return rows[i:]
-        merge.given(row)
-    return []
+        if stream not in streams and len(streams) >= _STREAMS_KEPT:
+            del streams[next(iter(streams))]  # the stream that began first
+        streams[stream] = live.index
+    return ()
 
 
 class _Merge:
     """What one follower has given: the last durable seq, each stream's last index."""
+
+    __slots__ = ("_closed", "_read", "_streams", "last", "since")
 
     def __init__(self, after: int, read_events: ReadEvents, since: float) -> None:
         self.last = after
         self.since = since  # when the follower subscribed
         self._read = read_events
         self._closed: dict[str, int] = {}  # turn id -> seq of the last closing event given
-        self._streams: OrderedDict[str, int] = OrderedDict()  # stream -> last index given
+        self._streams: dict[str, int] = {}  # stream -> last index given, oldest first
 
     def durable(self, event: Event) -> list[Event]:
         if event.seq <= self.last:
@@ -215,10 +223,10 @@ class _Merge:
         return _CATCH_UP if live.after_seq > self.last else _GIVE
 
     def given(self, row: LiveRow) -> None:
-        self._streams[row.stream] = row.event.index
-        self._streams.move_to_end(row.stream)
-        while len(self._streams) > _STREAMS_KEPT:
-            self._streams.popitem(last=False)
+        streams = self._streams
+        if row.stream not in streams and len(streams) >= _STREAMS_KEPT:
+            del streams[next(iter(streams))]  # the stream that began first
+        streams[row.stream] = row.event.index
 
     async def live(self, row: LiveRow) -> AsyncIterator[Event | LiveEvent]:
         live = row.event

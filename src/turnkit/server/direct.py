@@ -1,0 +1,120 @@
+"""Body chunks of a long-lived stream written straight to uvicorn's connection.
+
+A live delta goes to a hundred SSE streams in one step of the loop. Through
+ASGI, each write is a ``send`` that passes five wrappers (Starlette's and
+FastAPI's middleware, each an ``async`` call) before uvicorn frames it and
+writes it to the socket: the wrappers cost as much as the write itself.
+None of them looks at a body chunk (they watch ``http.response.start`` and
+errors), so a stream may write its chunks to uvicorn's transport itself,
+when all of these hold:
+
+- the server is uvicorn with its httptools protocol, and the ``send`` that
+  reached the application is that protocol's own (nothing wrapped it);
+- the application's middleware is turnkit's own (``user_middleware`` holds
+  nothing that could change a body, such as compression), and FastAPI's
+  telemetry, which may count body bytes, is off;
+- the response has started, uses chunked encoding, is not complete, and the
+  client is connected and reading (writing is not paused).
+
+Otherwise, or when any of it changes, the stream sends through ASGI as
+before. The response start and its end always go through ASGI. What is
+read of uvicorn's cycle is looked for first (a uvicorn without it gets no
+writer); ``tests/server/test_sse_direct.py`` checks that the direct path is
+taken with the uvicorn installed and that its chunks arrive whole, so an
+upgrade that changes either is noticed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, MutableMapping
+from typing import Any
+
+from fastapi import FastAPI
+
+__all__ = ["RAW_SEND", "TurnkitAPI", "chunk_writer"]
+
+RAW_SEND = "turnkit.raw_send"
+"""The scope key under which :class:`TurnkitAPI` keeps the server's own ``send``."""
+
+_HTTPTOOLS = "uvicorn.protocols.http.httptools_impl"
+
+
+class TurnkitAPI(FastAPI):
+    """The FastAPI application of ``create_app``: it keeps the server's ``send`` in the
+    scope of each HTTP request when its middleware cannot change a body."""
+
+    _plain_middleware = False
+
+    def build_middleware_stack(self) -> Any:
+        from turnkit.server.limits import BodyLimits
+
+        self._plain_middleware = all(m.cls is BodyLimits for m in self.user_middleware)
+        return super().build_middleware_stack()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            if self.middleware_stack is None:
+                self.middleware_stack = self.build_middleware_stack()
+            if self._plain_middleware and not _telemetry_on(self):
+                scope[RAW_SEND] = send
+        await super().__call__(scope, receive, send)
+
+
+def _telemetry_on(api: FastAPI) -> bool:
+    """Whether FastAPI's own telemetry wraps ``send`` (it may count body bytes)."""
+    telemetry = getattr(api, "_native_telemetry", None)
+    return telemetry is not None and bool(telemetry.enabled())
+
+
+def chunk_writer(scope: MutableMapping[str, Any]) -> Callable[[bytes], bool] | None:
+    """A writer of body chunks straight to the connection of ``scope``'s request, or
+    None when its server is not one this can write to (see the module's notes).
+
+    The writer returns False, and writes nothing, when the chunk must go through
+    ASGI instead (the response is not streaming chunked, is done, the client
+    left or reads slowly)."""
+    send = scope.get(RAW_SEND)
+    cycle = getattr(send, "__self__", None)
+    kind = type(cycle)
+    if kind.__module__ != _HTTPTOOLS or getattr(send, "__func__", None) is not kind.send:
+        return None
+    if not all(hasattr(cycle, name) for name in _NEEDS):
+        return None
+    if not hasattr(cycle.flow, "write_paused") or not hasattr(cycle.transport, "write"):
+        return None
+    if cycle.chunked_encoding is not True or not cycle.response_started:
+        return None  # both are settled once the response has started
+    transport = cycle.transport
+    flow = cycle.flow
+
+    def write(data: bytes) -> bool:
+        if not data or cycle.disconnected or flow.write_paused or cycle.response_complete:
+            return False
+        transport.write(_chunk(data))
+        return True
+
+    return write
+
+
+_NEEDS = (
+    "transport",
+    "flow",
+    "disconnected",
+    "chunked_encoding",
+    "response_complete",
+    "response_started",
+)
+_last: tuple[bytes, bytes] = (b"", b"")
+
+
+def _chunk(data: bytes) -> bytes:
+    """``data`` as one chunk of chunked encoding, framed once for all streams (they
+    are handed the same bytes one after another)."""
+    global _last
+    last = _last
+    if last[0] is data:
+        return last[1]
+    assert data, "an empty chunk would end the body"
+    framed = b"%x\r\n%b\r\n" % (len(data), data)
+    _last = (data, framed)
+    return framed
