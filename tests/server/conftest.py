@@ -34,15 +34,24 @@ class _Server(uvicorn.Server):
 @contextmanager
 def serving(app: App, api_key: str | None = API_KEY, **options: Any) -> Iterator[str]:
     """Serve ``app`` (started and stopped by the server); its base URL."""
-    config = uvicorn.Config(
-        create_app(app, api_key, **options),
-        host="127.0.0.1",
-        port=0,
-        log_level="warning",
-        lifespan="on",
-        timeout_graceful_shutdown=2,
+    with serving_api(create_app(app, api_key, **options)) as base:
+        yield base
+
+
+@contextmanager
+def serving_api(api: Any, **config: Any) -> Iterator[str]:
+    """Serve the ASGI application ``api`` (``config``: more of uvicorn's settings)."""
+    server = _Server(
+        uvicorn.Config(
+            api,
+            host="127.0.0.1",
+            port=0,
+            log_level="warning",
+            lifespan="on",
+            timeout_graceful_shutdown=2,
+            **config,
+        )
     )
-    server = _Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:

@@ -9,16 +9,12 @@ through ASGI, as it would without turnkit's shortcut.
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import httpx2
 import pytest
-import uvicorn
 
-from server.conftest import API_KEY, _Server
+from server.conftest import API_KEY, serving_api
 from server.test_server_live import sse
 from turnkit.server import create_app
 from turnkit.server import direct as direct_module
@@ -27,22 +23,6 @@ from turnkit.testing import StreamingScriptedModel
 
 TEXT = "Every piece of this reply goes out as its own chunk, whole and in order."
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
-
-
-@contextmanager
-def served(api: Any) -> Iterator[str]:
-    config = uvicorn.Config(
-        api, host="127.0.0.1", port=0, http="httptools", log_level="warning", lifespan="on"
-    )
-    server = _Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        assert server.ready.wait(60) and server.started, "the server did not start"
-        yield f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(30)
 
 
 def writer_app(db_url: str) -> App:
@@ -94,7 +74,7 @@ def chunks(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
 def test_live_deltas_go_straight_to_the_connection_and_arrive_whole(
     db_url: str, chunks: list[bytes]
 ) -> None:
-    with served(create_app(writer_app(db_url), API_KEY)) as base:
+    with serving_api(create_app(writer_app(db_url), API_KEY), http="httptools") as base:
         events = follow_one_turn(base)
     check_deltas(events)
     assert chunks, "no delta took the direct path with the uvicorn installed here"
@@ -120,7 +100,7 @@ def test_with_a_middleware_of_the_users_every_chunk_goes_through_asgi(
 
     api = create_app(writer_app(db_url), API_KEY)
     api.add_middleware(Watching)
-    with served(api) as base:
+    with serving_api(api, http="httptools") as base:
         events = follow_one_turn(base)
     check_deltas(events)
     assert chunks == []

@@ -77,7 +77,8 @@ class Subscription:
         self.direct: Callable[[Sequence[LiveRow]], Sequence[LiveRow]] | None = None
 
     def _put(self, rows: Sequence[LiveRow]) -> None:
-        _wake(self._loop, [(self, rows)])
+        if self._add(rows):
+            _wake(self._loop, [self])
 
     def _add(self, rows: Sequence[LiveRow]) -> bool:
         """Queue ``rows`` (without waking the follower); whether there is news for it."""
@@ -112,20 +113,25 @@ class Subscription:
         self.direct = None
         self._ready.set()
 
-    def _arrive(self, rows: Sequence[LiveRow]) -> None:
-        """On the follower's loop: ``rows`` came. While the follower waits with nothing
-        queued, its :attr:`direct` taker gives what it can at once (a hundred followers
-        are then served in one step, none woken); the follower wakes for the rest."""
+    def _arrived(self) -> None:
+        """On the follower's loop: deltas came. Its :attr:`direct` taker gives what it
+        can at once (a hundred followers are then served in one step, none woken);
+        the follower wakes for the rest."""
         direct = self.direct
-        if direct is not None and not self._items and not (self.dropped or self.closed):
+        if direct is not None and not (self.dropped or self.closed):
+            with self._lock:
+                items = list(self._items)
+                self._items.clear()
             try:
-                rows = direct(rows)
+                rest = direct(items)
             except Exception:  # the follower gives them itself (what was given is skipped)
                 log.exception("turnkit: a live follower's direct delivery failed")
-            if not rows:
+                rest = items
+            if not rest:
                 return
-        if self._add(rows):
-            self._ready.set()
+            with self._lock:
+                self._items.extendleft(reversed(rest))
+        self._ready.set()
 
 
 class LiveHub:
@@ -256,12 +262,13 @@ class LiveHub:
             while len(seen) > _SEEN_LIMIT:
                 seen.popitem(last=False)
             targets = [(self._subs[s].copy(), found) for s, found in by_session.items()]
-        woken: dict[asyncio.AbstractEventLoop, list[tuple[Subscription, list[LiveRow]]]] = {}
+        woken: dict[asyncio.AbstractEventLoop, list[Subscription]] = {}
         for subs, found in targets:
-            for sub in subs:
-                woken.setdefault(sub._loop, []).append((sub, found))
-        for loop, arrivals in woken.items():  # one wake-up per loop, not one per follower
-            _wake(loop, arrivals)
+            for sub in subs:  # queued here, so a follower whose loop is stuck is bounded
+                if sub._add(found):
+                    woken.setdefault(sub._loop, []).append(sub)
+        for loop, ready in woken.items():  # one wake-up per loop, not one per follower
+            _wake(loop, ready)
 
     # -- the watcher ---------------------------------------------------------------
 
@@ -332,15 +339,12 @@ class LiveHub:
             sub._put(())
 
 
-def _wake(
-    loop: asyncio.AbstractEventLoop, arrivals: Sequence[tuple[Subscription, Sequence[LiveRow]]]
-) -> None:
-    """Give each subscription its rows on ``loop`` (theirs), from any thread: each
-    queues them there, or gives them at once (see :meth:`Subscription._arrive`)."""
+def _wake(loop: asyncio.AbstractEventLoop, subs: list[Subscription]) -> None:
+    """Wake the followers of ``subs`` (all on ``loop``), from any thread."""
 
     def ready() -> None:
-        for sub, rows in arrivals:
-            sub._arrive(rows)
+        for sub in subs:
+            sub._arrived()
 
     with contextlib.suppress(RuntimeError):  # the followers' loop is closed: they are gone
         loop.call_soon_threadsafe(ready)
