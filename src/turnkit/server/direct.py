@@ -11,8 +11,9 @@ when all of these hold:
 - the server is uvicorn with its httptools protocol, and the ``send`` that
   reached the application is that protocol's own (nothing wrapped it);
 - the application's middleware is turnkit's own (``user_middleware`` holds
-  nothing that could change a body, such as compression), and FastAPI's
-  telemetry, which may count body bytes, is off;
+  nothing that could change a body, such as compression; FastAPI's own
+  telemetry looks only at the response's start and its last body message,
+  which still go through ASGI);
 - the response has started, uses chunked encoding, is not complete, and the
   client is connected and reading (writing is not paused).
 
@@ -55,15 +56,9 @@ class TurnkitAPI(FastAPI):
         if scope["type"] == "http":
             if self.middleware_stack is None:
                 self.middleware_stack = self.build_middleware_stack()
-            if self._plain_middleware and not _telemetry_on(self):
+            if self._plain_middleware:
                 scope[RAW_SEND] = send
         await super().__call__(scope, receive, send)
-
-
-def _telemetry_on(api: FastAPI) -> bool:
-    """Whether FastAPI's own telemetry wraps ``send`` (it may count body bytes)."""
-    telemetry = getattr(api, "_native_telemetry", None)
-    return telemetry is not None and bool(telemetry.enabled())
 
 
 def chunk_writer(scope: MutableMapping[str, Any]) -> Callable[[bytes], bool] | None:
