@@ -9,12 +9,22 @@ or DBOS.
 from __future__ import annotations
 
 import json
+import os
 import time
 import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["cut_utf8", "describe_error", "dumps", "new_id", "now", "storable", "when"]
+__all__ = [
+    "cut_utf8",
+    "describe_error",
+    "dumps",
+    "new_id",
+    "now",
+    "storable",
+    "uuid4_str",
+    "when",
+]
 
 
 def dumps(value: Any) -> str:
@@ -34,6 +44,16 @@ def when(seconds: float | None) -> datetime | None:
 
 def new_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex}"
+
+
+def uuid4_str() -> str:
+    """``str(uuid.uuid4())``, in about 40% of its time (no ``UUID`` object is built:
+    every run of an agent makes one)."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = raw[6] & 0x0F | 0x40  # version 4
+    raw[8] = raw[8] & 0x3F | 0x80  # the RFC 4122 variant
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def cut_utf8(text: str, limit: int) -> tuple[str, bool]:

@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from turnkit._sync import run_sync
+from turnkit._values import uuid4_str
 from turnkit.agent._compacting import with_compactions
 from turnkit.agent._inputs import (
     approvals_input,
@@ -292,9 +293,7 @@ class Agent:
         return approvals_input(approvals, messages, self._loop.tools)
 
     def _start(self, messages: tuple[Message, ...]) -> RunState:
-        import uuid
-
-        return RunState(str(uuid.uuid4()), messages)
+        return RunState(uuid4_str(), messages)
 
     async def _complete(self, state: RunState, session: bool) -> RunResult:
         """Run ``state`` to its result; ``session``: a ``prompt()`` turn."""
