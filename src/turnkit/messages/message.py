@@ -97,7 +97,7 @@ class Message(_Frozen):
             for block in content:
                 kind = type(block)
                 if kind not in allowed:
-                    if not all(issubclass(type(block), BLOCK_TYPES) for block in content):
+                    if not all(issubclass(type(part), BLOCK_TYPES) for part in content):
                         content = _content_from(content)
                         force_setattr(self, "content", content)
                     _check_placement(content, role)

@@ -95,9 +95,9 @@ def _messages_and_blocks(value: object, inputs: list[object]) -> int:
                 for block in content:  # type: ignore[attr-defined]
                     block_type = block.get("type") if type(block) is dict else None
                     if type(block_type) is str and block_type == "tool_use":
-                        probe = block.get("input")  # type: ignore[attr-defined]
-                        if type(probe) is dict and _refs(probe) == held_once:
-                            inputs.append(probe)
+                        tool_input = block.get("input")  # type: ignore[attr-defined]
+                        if type(tool_input) is dict and _refs(tool_input) == held_once:
+                            inputs.append(tool_input)
             elif kind is tuple:
                 nodes += len(content)  # type: ignore[arg-type]
             elif issubclass(kind, list):

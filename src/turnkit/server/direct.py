@@ -32,6 +32,8 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from turnkit.server.limits import BodyLimits
+
 __all__ = ["RAW_SEND", "TurnkitAPI", "chunk_writer"]
 
 RAW_SEND = "turnkit.raw_send"
@@ -42,22 +44,12 @@ _HTTPTOOLS = "uvicorn.protocols.http.httptools_impl"
 
 class TurnkitAPI(FastAPI):
     """The FastAPI application of ``create_app``: it keeps the server's ``send`` in the
-    scope of each HTTP request when its middleware cannot change a body."""
-
-    _plain_middleware = False
-
-    def build_middleware_stack(self) -> Any:
-        from turnkit.server.limits import BodyLimits
-
-        self._plain_middleware = all(m.cls is BodyLimits for m in self.user_middleware)
-        return super().build_middleware_stack()
+    scope of each HTTP request when its middleware cannot change a body (middleware
+    cannot be added once the application has started)."""
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            if self.middleware_stack is None:
-                self.middleware_stack = self.build_middleware_stack()
-            if self._plain_middleware:
-                scope[RAW_SEND] = send
+        if scope["type"] == "http" and all(m.cls is BodyLimits for m in self.user_middleware):
+            scope[RAW_SEND] = send
         await super().__call__(scope, receive, send)
 
 
@@ -109,7 +101,6 @@ def _chunk(data: bytes) -> bytes:
     last = _last
     if last[0] is data:
         return last[1]
-    assert data, "an empty chunk would end the body"
     framed = b"%x\r\n%b\r\n" % (len(data), data)
     _last = (data, framed)
     return framed

@@ -165,21 +165,14 @@ def _give_direct(merge: _Merge, give_now: GiveNow, rows: Sequence[LiveRow]) -> S
     """Give ``rows`` to ``give_now`` while the follower waits, in order, up to the first
     that needs the follower itself (a read first, a busy consumer); the rows from there
     on. (A durable event queued ends this first: ``Subscription.notify`` takes the
-    follower's direct taker away.)
-
-    :meth:`_Merge.verdict` and :meth:`_Merge.given`, inline: this runs for every
-    follower of every delta, right after the loop wakes (when a core runs slowest)."""
-    streams, closed, last = merge._streams, merge._closed, merge.last
+    follower's direct taker away.)"""
     for i, row in enumerate(rows):
-        live = row.event
-        stream = row.stream
-        if closed.get(live.turn_id, -1) > live.after_seq or live.index <= streams.get(stream, -1):
-            continue  # _SKIP
-        if live.after_seq > last or not give_now(live):
+        verdict = merge.verdict(row)
+        if verdict is _SKIP:
+            continue
+        if verdict is _CATCH_UP or not give_now(row.event):
             return rows[i:]
-        if stream not in streams and len(streams) >= _STREAMS_KEPT:
-            del streams[next(iter(streams))]  # the stream that began first
-        streams[stream] = live.index
+        merge.given(row)
     return ()
 
 
