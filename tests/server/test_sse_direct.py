@@ -116,3 +116,43 @@ def test_no_writer_without_uvicorns_own_send() -> None:
 
     assert direct_module.chunk_writer({}) is None
     assert direct_module.chunk_writer({direct_module.RAW_SEND: send}) is None
+
+
+class FakeTransport:
+    """An asyncio transport's API, as far as the writer reads it."""
+
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+        self.buffered = 0
+        self.closing = False
+
+    def write(self, data: bytes) -> None:
+        self.written.append(data)
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def get_write_buffer_size(self) -> int:
+        return self.buffered
+
+
+def test_the_writer_leaves_a_slow_or_gone_client_to_asgi() -> None:
+    from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
+
+    cycle = object.__new__(RequestResponseCycle)  # only what the writer reads of it
+    cycle.transport = transport = FakeTransport()
+    cycle.chunked_encoding, cycle.response_started = True, True
+    write = direct_module.chunk_writer({direct_module.RAW_SEND: cycle.send})
+    assert write is not None
+
+    assert write(b"event: a\r\n\r\n")
+    assert transport.written == [b"c\r\nevent: a\r\n\r\n\r\n"]  # one chunk, framed
+    transport.buffered = 10  # the client has not read what was sent
+    assert not write(b"event: b\r\n\r\n")
+    transport.buffered, transport.closing = 0, True  # the client left
+    assert not write(b"event: c\r\n\r\n")
+    assert not write(b"")
+    assert len(transport.written) == 1
+
+    cycle.chunked_encoding = False  # e.g. a response with a Content-Length
+    assert direct_module.chunk_writer({direct_module.RAW_SEND: cycle.send}) is None

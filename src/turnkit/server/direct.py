@@ -15,14 +15,17 @@ when all of these hold:
   telemetry looks only at the response's start and its last body message,
   which still go through ASGI);
 - the response has started, uses chunked encoding, is not complete, and the
-  client is connected and reading (writing is not paused).
+  client is connected and reading: its transport (the asyncio API, whatever
+  the loop) is not closing and holds nothing unsent.
 
 Otherwise, or when any of it changes, the stream sends through ASGI as
-before. The response start and its end always go through ASGI. What is
-read of uvicorn's cycle is looked for first (a uvicorn without it gets no
-writer); ``tests/server/test_sse_direct.py`` checks that the direct path is
-taken with the uvicorn installed and that its chunks arrive whole, so an
-upgrade that changes either is noticed.
+before (uvicorn's send waits while writing is paused, and its bytes follow
+those already buffered). The response start and its end always go through
+ASGI. What is read of uvicorn's cycle (its send, transport and chunked
+flag) is looked for first (a uvicorn without it gets no writer);
+``tests/server/test_sse_direct.py`` checks that the direct path is taken
+with the uvicorn installed and that its chunks arrive whole, so an upgrade
+that changes either is noticed.
 """
 
 from __future__ import annotations
@@ -58,39 +61,33 @@ def chunk_writer(scope: MutableMapping[str, Any]) -> Callable[[bytes], bool] | N
     None when its server is not one this can write to (see the module's notes).
 
     The writer returns False, and writes nothing, when the chunk must go through
-    ASGI instead (the response is not streaming chunked, is done, the client
-    left or reads slowly)."""
+    ASGI instead (the client left or reads slowly). It is the response's until its
+    last body message: whoever sends that stops using the writer first
+    (:class:`~turnkit.server.sse.EventStream` does)."""
     send = scope.get(RAW_SEND)
     cycle = getattr(send, "__self__", None)
     kind = type(cycle)
     if kind.__module__ != _HTTPTOOLS or getattr(send, "__func__", None) is not kind.send:
         return None
-    if not all(hasattr(cycle, name) for name in _NEEDS):
+    transport = getattr(cycle, "transport", None)
+    if not all(hasattr(transport, name) for name in _TRANSPORT):
         return None
-    if not hasattr(cycle.flow, "write_paused") or not hasattr(cycle.transport, "write"):
-        return None
-    if cycle.chunked_encoding is not True or not cycle.response_started:
+    if getattr(cycle, "chunked_encoding", None) is not True or not cycle.response_started:
         return None  # both are settled once the response has started
-    transport = cycle.transport
-    flow = cycle.flow
 
     def write(data: bytes) -> bool:
-        if not data or cycle.disconnected or flow.write_paused or cycle.response_complete:
+        # Closing: the client left. Bytes still buffered: the client reads slowly, and
+        # uvicorn's send, which waits while it is paused, writes after them in order.
+        if not data or transport.is_closing() or transport.get_write_buffer_size():
             return False
-        transport.write(_chunk(data))
+        last = _last  # the chunk all streams are handed now
+        transport.write(last[1] if last[0] is data else _chunk(data))
         return True
 
     return write
 
 
-_NEEDS = (
-    "transport",
-    "flow",
-    "disconnected",
-    "chunked_encoding",
-    "response_complete",
-    "response_started",
-)
+_TRANSPORT = ("write", "is_closing", "get_write_buffer_size")  # asyncio's Transport API
 _last: tuple[bytes, bytes] = (b"", b"")
 
 
@@ -98,9 +95,6 @@ def _chunk(data: bytes) -> bytes:
     """``data`` as one chunk of chunked encoding, framed once for all streams (they
     are handed the same bytes one after another)."""
     global _last
-    last = _last
-    if last[0] is data:
-        return last[1]
     framed = b"%x\r\n%b\r\n" % (len(data), data)
     _last = (data, framed)
     return framed

@@ -73,8 +73,8 @@ class Subscription:
         self._loop = loop
         self._ready = asyncio.Event()
         # While its follower waits with nothing else to give, it may take deltas here,
-        # on its loop, as they come: each returns the rows it could not give now.
-        self.direct: Callable[[Sequence[LiveRow]], Sequence[LiveRow]] | None = None
+        # on its loop, as they come: it takes from the left of the deque those it gave.
+        self.direct: Callable[[deque[LiveRow]], object] | None = None
 
     def _put(self, rows: Sequence[LiveRow]) -> None:
         if self._add(rows):
@@ -117,21 +117,24 @@ class Subscription:
         """On the follower's loop: deltas came. Its :attr:`direct` taker gives what it
         can at once (a hundred followers are then served in one step, none woken);
         the follower wakes for the rest."""
-        direct = self.direct
-        if direct is not None and not (self.dropped or self.closed):
+        if self.direct is not None and not (self.dropped or self.closed):
             with self._lock:
-                items = list(self._items)
-                self._items.clear()
-            try:
-                rest = direct(items)
-            except Exception:  # the follower gives them itself (what was given is skipped)
-                log.exception("turnkit: a live follower's direct delivery failed")
-                rest = items
-            if not rest:
-                return
-            with self._lock:
-                self._items.extendleft(reversed(rest))
-        self._ready.set()
+                items, self._items = self._items, deque()
+            self._give_direct(items)
+        else:
+            self._ready.set()
+
+    def _give_direct(self, items: deque[LiveRow]) -> None:
+        """Hand ``items`` to the direct taker; queue what it left and wake the follower."""
+        try:
+            self.direct(items)  # type: ignore[misc]  # takes from the left what it gave
+        except Exception:  # the follower gives them itself (what was given is skipped)
+            log.exception("turnkit: a live follower's direct delivery failed")
+        if items:
+            with self._lock:  # before what came meanwhile (from another thread)
+                items.extend(self._items)
+                self._items = items
+            self._ready.set()
 
 
 class LiveHub:

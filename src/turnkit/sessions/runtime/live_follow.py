@@ -36,9 +36,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from turnkit.errors import SlowFollowerError
@@ -97,7 +96,7 @@ async def follow_live(
         )
         return [row for row, done in found if done is None or done >= sub.since]
 
-    merge = _Merge(after, read, sub.since)
+    merge = _Merge(after, read, sub.since, give_now)
     try:
         rows: deque[LiveRow] = deque(await asyncio.to_thread(hub.backlog, session_id))
         while True:
@@ -111,8 +110,7 @@ async def follow_live(
                     yield item
                 continue
             if queue.empty():  # woken by a delivery or by the pump (take() cleared it)
-                if give_now is not None:
-                    sub.direct = functools.partial(_give_direct, merge, give_now)
+                sub.direct = merge.give_direct
                 try:
                     await sub.wait()
                 finally:
@@ -161,32 +159,40 @@ async def _pump(
             await durable.aclose()  # type: ignore[attr-defined]
 
 
-def _give_direct(merge: _Merge, give_now: GiveNow, rows: Sequence[LiveRow]) -> Sequence[LiveRow]:
-    """Give ``rows`` to ``give_now`` while the follower waits, in order, up to the first
-    that needs the follower itself (a read first, a busy consumer); the rows from there
-    on. (A durable event queued ends this first: ``Subscription.notify`` takes the
-    follower's direct taker away.)"""
-    for i, row in enumerate(rows):
-        verdict = merge.verdict(row)
-        if verdict is _SKIP:
-            continue
-        if verdict is _CATCH_UP or not give_now(row.event):
-            return rows[i:]
-        merge.given(row)
-    return ()
-
-
 class _Merge:
     """What one follower has given: the last durable seq, each stream's last index."""
 
-    __slots__ = ("_closed", "_read", "_streams", "last", "since")
+    __slots__ = ("_closed", "_read", "_streams", "give_direct", "give_now", "last", "since")
 
-    def __init__(self, after: int, read_events: ReadEvents, since: float) -> None:
+    def __init__(
+        self, after: int, read_events: ReadEvents, since: float, give_now: GiveNow | None
+    ) -> None:
         self.last = after
         self.since = since  # when the follower subscribed
         self._read = read_events
         self._closed: dict[str, int] = {}  # turn id -> seq of the last closing event given
         self._streams: dict[str, int] = {}  # stream -> last index given, oldest first
+        self.give_now = give_now
+        # The hub's direct taker while the follower waits (None: it wakes the follower).
+        self.give_direct = None if give_now is None else self._give_direct
+
+    def _give_direct(self, rows: deque[LiveRow]) -> deque[LiveRow]:
+        """Give ``rows`` to ``give_now`` while the follower waits, in order, up to the
+        first that needs the follower itself (a read first, a busy consumer): those
+        stay in ``rows``. (A durable event queued ends this first:
+        ``Subscription.notify`` takes the follower's direct taker away.)"""
+        give_now = self.give_now
+        while rows:
+            row = rows[0]
+            verdict = self.verdict(row)
+            if verdict is _GIVE:
+                if not give_now(row.event):  # type: ignore[misc]
+                    break
+                self.given(row)
+            elif verdict is _CATCH_UP:
+                break
+            rows.popleft()
+        return rows
 
     def durable(self, event: Event) -> list[Event]:
         if event.seq <= self.last:
