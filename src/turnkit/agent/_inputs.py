@@ -17,7 +17,7 @@ from turnkit.messages import (
     validate_blocks,
     validate_messages,
 )
-from turnkit.messages._checks import kind_of
+from turnkit.messages.checks import kind_of
 from turnkit.tools import Tool
 
 __all__ = ["approvals_input", "message_input", "prompt_blocks", "run_input"]

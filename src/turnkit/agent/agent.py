@@ -24,7 +24,7 @@ from turnkit.agent.loop import AgentLoop, RunState
 from turnkit.agent.output import OUTPUT_TOOL, OutputType
 from turnkit.agent.results import RunResult, StreamEvent
 from turnkit.messages import Block, Message, validate_messages
-from turnkit.messages._checks import need_str
+from turnkit.messages.checks import need_str
 from turnkit.providers.base import Model, settings_from
 from turnkit.tools import Tool, ToolSource, gather_tools, is_tool_source, tool
 

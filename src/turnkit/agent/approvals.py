@@ -29,7 +29,7 @@ from typing import Any
 from turnkit._sync import maybe_await
 from turnkit.errors import InvalidMessageError, ToolInputError
 from turnkit.messages import FrozenDict, Message, ToolResultBlock, ToolUseBlock, thaw
-from turnkit.messages._checks import kind_of, need_str
+from turnkit.messages.checks import kind_of, need_str
 from turnkit.tools import Tool
 
 __all__ = [

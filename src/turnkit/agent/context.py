@@ -15,7 +15,7 @@ from typing import Any
 from turnkit._sync import maybe_await
 from turnkit.errors import InvalidMessageError
 from turnkit.messages import Message, TextBlock, validate_messages
-from turnkit.messages._checks import kind_of
+from turnkit.messages.checks import kind_of
 
 __all__ = [
     "RunContext",

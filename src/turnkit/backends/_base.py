@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from turnkit.agent.results import RunResult, StreamEvent
 from turnkit.errors import InvalidMessageError
-from turnkit.messages._checks import kind_of, need_str
+from turnkit.messages.checks import kind_of, need_str
 
 if TYPE_CHECKING:
     from turnkit.agent.config import AgentConfig

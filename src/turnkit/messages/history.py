@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter, is_
 
-from turnkit.messages._prefix import PrefixMemo
 from turnkit.messages.blocks import Block, TextBlock, ToolResultBlock, ToolUseBlock
 from turnkit.messages.message import Message
+from turnkit.messages.prefix import PrefixMemo
 from turnkit.messages.validate import validate_messages
 
 __all__ = [

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from turnkit._sync import maybe_await
 from turnkit.errors import InvalidMessageError
 from turnkit.messages import FrozenDict, Message, TextBlock, ThinkingBlock, ToolUseBlock
-from turnkit.messages._checks import clean_str, need_str
+from turnkit.messages.checks import clean_str, need_str
 
 if TYPE_CHECKING:
     from turnkit.providers.images import ImagePolicy

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from turnkit.errors import ImagePolicyError, UnsupportedContentError
 from turnkit.messages import Base64Source, ImageBlock, Message, ToolResultBlock, UrlSource
-from turnkit.messages._checks import IMAGE_MEDIA_TYPES
+from turnkit.messages.checks import IMAGE_MEDIA_TYPES
 
 if TYPE_CHECKING:
     from ipaddress import IPv4Address, IPv6Address

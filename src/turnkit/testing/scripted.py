@@ -17,8 +17,8 @@ from turnkit.messages import (
     ToolUseBlock,
     message_text_body,
 )
-from turnkit.messages._prefix import PrefixMemo
 from turnkit.messages.message import stamped
+from turnkit.messages.prefix import PrefixMemo
 from turnkit.providers.base import (
     Model,
     ModelEvent,

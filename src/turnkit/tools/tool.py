@@ -16,7 +16,7 @@ from typing import Any, TypeVar, overload
 from turnkit._sync import is_async_callable
 from turnkit.errors import InvalidMessageError, ToolInputError
 from turnkit.messages import FrozenDict, thaw
-from turnkit.messages._checks import need_str
+from turnkit.messages.checks import need_str
 from turnkit.providers.base import ToolSpec
 
 __all__ = ["DEFAULT_TOOL_TIMEOUT_S", "ApprovalCheck", "Tool", "ToolInputError", "tool"]

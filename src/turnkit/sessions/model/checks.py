@@ -27,8 +27,7 @@ from typing import Any
 from turnkit._values import dumps
 from turnkit.errors import InvalidInputError, InvalidMessageError
 from turnkit.messages import thaw
-from turnkit.messages._json import freeze_json
-from turnkit.messages._limits import MAX_INT, MIN_INT
+from turnkit.messages.checks import MAX_INT, MIN_INT, freeze_json
 from turnkit.sessions.model.inputs import ON_BUSY, SOURCES, Channel
 from turnkit.sessions.model.status import SessionState
 

@@ -12,7 +12,8 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, Literal
 
-from turnkit.messages._json import freeze_json, thaw
+from turnkit.messages import thaw
+from turnkit.messages.checks import freeze_json
 
 __all__ = [
     "ON_BUSY",
