@@ -74,7 +74,7 @@ class Subscription:
         self._ready = asyncio.Event()
         # While its follower waits with nothing else to give, it may take deltas here,
         # on its loop, as they come: it takes from the left of the deque those it gave.
-        self.direct: Callable[[deque[LiveRow]], object] | None = None
+        self.direct: Callable[[deque[LiveRow]], None] | None = None
 
     def _put(self, rows: Sequence[LiveRow]) -> None:
         if self._add(rows):
@@ -117,24 +117,20 @@ class Subscription:
         """On the follower's loop: deltas came. Its :attr:`direct` taker gives what it
         can at once (a hundred followers are then served in one step, none woken);
         the follower wakes for the rest."""
-        if self.direct is not None and not (self.dropped or self.closed):
+        direct = self.direct
+        if direct is not None and not (self.dropped or self.closed):
             with self._lock:
                 items, self._items = self._items, deque()
-            self._give_direct(items)
-        else:
-            self._ready.set()
-
-    def _give_direct(self, items: deque[LiveRow]) -> None:
-        """Hand ``items`` to the direct taker; queue what it left and wake the follower."""
-        try:
-            self.direct(items)  # type: ignore[misc]  # takes from the left what it gave
-        except Exception:  # the follower gives them itself (what was given is skipped)
-            log.exception("turnkit: a live follower's direct delivery failed")
-        if items:
+            try:
+                direct(items)  # takes from the left those it gave
+            except Exception:  # the follower gives them itself (what was given is skipped)
+                log.exception("turnkit: a live follower's direct delivery failed")
+            if not items:
+                return
             with self._lock:  # before what came meanwhile (from another thread)
                 items.extend(self._items)
                 self._items = items
-            self._ready.set()
+        self._ready.set()
 
 
 class LiveHub:

@@ -110,7 +110,8 @@ async def follow_live(
                     yield item
                 continue
             if queue.empty():  # woken by a delivery or by the pump (take() cleared it)
-                sub.direct = merge.give_direct
+                if give_now is not None:
+                    sub.direct = merge.give_direct
                 try:
                     await sub.wait()
                 finally:
@@ -162,7 +163,7 @@ async def _pump(
 class _Merge:
     """What one follower has given: the last durable seq, each stream's last index."""
 
-    __slots__ = ("_closed", "_read", "_streams", "give_direct", "give_now", "last", "since")
+    __slots__ = ("_closed", "_give_now", "_read", "_streams", "last", "since")
 
     def __init__(
         self, after: int, read_events: ReadEvents, since: float, give_now: GiveNow | None
@@ -172,16 +173,14 @@ class _Merge:
         self._read = read_events
         self._closed: dict[str, int] = {}  # turn id -> seq of the last closing event given
         self._streams: dict[str, int] = {}  # stream -> last index given, oldest first
-        self.give_now = give_now
-        # The hub's direct taker while the follower waits (None: it wakes the follower).
-        self.give_direct = None if give_now is None else self._give_direct
+        self._give_now = give_now  # the consumer's, if it can take a delta at once
 
-    def _give_direct(self, rows: deque[LiveRow]) -> deque[LiveRow]:
+    def give_direct(self, rows: deque[LiveRow]) -> None:
         """Give ``rows`` to ``give_now`` while the follower waits, in order, up to the
         first that needs the follower itself (a read first, a busy consumer): those
         stay in ``rows``. (A durable event queued ends this first:
         ``Subscription.notify`` takes the follower's direct taker away.)"""
-        give_now = self.give_now
+        give_now = self._give_now
         while rows:
             row = rows[0]
             verdict = self.verdict(row)
@@ -192,7 +191,6 @@ class _Merge:
             elif verdict is _CATCH_UP:
                 break
             rows.popleft()
-        return rows
 
     def durable(self, event: Event) -> list[Event]:
         if event.seq <= self.last:
