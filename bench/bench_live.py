@@ -17,6 +17,11 @@ the first delta is the median over them, the per-delta delays are pooled.
   read with the kernel's receive time (``SO_TIMESTAMPNS``) and with the time
   this process read it, and parsing the SSE lines afterwards.
 - SSE, F followers: the same server subprocess, F such sockets on one turn.
+- bare sockets, 1 and F followers: no turnkit, no ASGI: a uvloop server
+  subprocess (``--serve-bare``) that writes the same SSE delta chunk to
+  each of its F connections in one loop step, a piece every 25 ms, read by
+  the same clients. It is the floor of a fan-out on this machine: what F
+  sends cost when the bytes are already there.
 
 Times: the model records when its call began and when it yielded each piece
 (``time.perf_counter``, CLOCK_MONOTONIC: one clock for every process on the
@@ -32,7 +37,10 @@ SSE followers under 2x one follower's median delay. The delay columns are by
 the kernel's receive times: with F sockets in one process, the times this
 process read them (the "read" columns) add its own queue, which F clients on
 their own machines would not have (one process reads a hundred sockets one
-after another, and on a busy machine it waits for a core besides).
+after another, and on a busy machine it waits for a core besides). The
+last lines compare what F-1 more followers add to the median delay through
+turnkit with what they add to the bare sockets' (a send to a socket whose
+reader is on the same machine costs several microseconds here).
 """
 
 from __future__ import annotations
@@ -146,6 +154,63 @@ def serve(db: Path, pieces: int, turns: int) -> None:
     print(sock.getsockname()[1], flush=True)
     config = uvicorn.Config(api, log_level="error", timeout_graceful_shutdown=2)
     uvicorn.Server(config).run(sockets=[sock])
+
+
+def serve_bare(pieces: int) -> None:
+    """The bare sockets' server: each connection gets chunked SSE headers at once;
+    ``GET /go?n=N`` waits for N of them, then writes every piece to all of them in
+    one loop step each and answers with the pieces' times."""
+    import uvloop
+
+    head = (
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+    )
+    streams: list[asyncio.Transport] = []
+
+    def chunk(data: bytes) -> bytes:
+        return b"%x\r\n%b\r\n" % (len(data), data)
+
+    async def fan_out(n: int) -> list[float]:
+        while len(streams) < n:
+            await asyncio.sleep(0.01)
+        times = []
+        for index in range(pieces):
+            await asyncio.sleep(DELAY)
+            data = json.dumps({"type": "text.delta", "index": index, "text": "word"})
+            framed = chunk(f"event: text.delta\ndata: {data}\n\n".encode())
+            times.append(time.perf_counter())
+            for transport in streams:
+                transport.write(framed)
+        for transport in streams:
+            transport.write(chunk(b"event: turn.completed\ndata: {}\n\n") + b"0\r\n\r\n")
+            transport.close()
+        streams.clear()
+        return times
+
+    class Stream(asyncio.Protocol):
+        def connection_made(self, transport: Any) -> None:
+            self.transport = transport
+
+        def data_received(self, data: bytes) -> None:
+            if data.startswith(b"GET /go?n="):
+                self.going = asyncio.ensure_future(self.go(int(data[10:].split(b" ", 1)[0])))
+            else:
+                self.transport.write(head)
+                streams.append(self.transport)
+
+        async def go(self, n: int) -> None:
+            body = json.dumps(await fan_out(n)).encode()
+            self.transport.write(
+                b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%b" % (len(body), body)
+            )
+            self.transport.close()
+
+    async def main() -> None:
+        server = await asyncio.get_running_loop().create_server(Stream, "127.0.0.1", 0)
+        print(server.sockets[0].getsockname()[1], flush=True)
+        await server.serve_forever()
+
+    uvloop.run(main())
 
 
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux
@@ -283,6 +348,34 @@ async def _sse_turn(http: Any, port: int, sid: str, followers: int) -> list[SSEC
     return clients
 
 
+async def through_bare(pieces: int, followers: int, turns: int) -> list[Delays]:
+    """Each round's followers' (first delta, delays) from the bare sockets' server."""
+    import httpx2
+
+    args = [sys.executable, __file__, "--serve-bare", "--pieces", str(pieces)]
+    server = subprocess.Popen(args, stdout=subprocess.PIPE)
+    received: list[Delays] = []
+    try:
+        assert server.stdout is not None
+        port = int(await asyncio.to_thread(server.stdout.readline))
+        request = f"GET /events HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
+        async with httpx2.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+            for turn in range(1 + turns):  # the first round warms up
+                offset = realtime_offset()
+                clients = [SSEClient(request, port, offset) for _ in range(followers)]
+                await asyncio.gather(*(c.started for c in clients))
+                piece_times = (await http.get(f"/go?n={followers}")).json()
+                await asyncio.wait_for(asyncio.gather(*(c.done for c in clients)), 60)
+                for client in clients:
+                    client.close()
+                    if turn:
+                        received.append(delays(piece_times[0], piece_times, client.deltas()))
+    finally:
+        server.terminate()
+        await asyncio.to_thread(server.wait, 10)
+    return received
+
+
 def p(values: list[float], q: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
@@ -303,6 +396,8 @@ async def main(pieces: int, followers: int, turns: int) -> None:
     many_received, many_read = await through_sse(tmp / "sn.db", pieces, followers, turns)
     many, many_r = row(many_received), row(many_read)
     rows.append((f"SSE ?live=true, {followers} followers", many, many_r))
+    bare_one = row(await through_bare(pieces, 1, turns))
+    bare_many = row(await through_bare(pieces, followers, turns))
     received = sum(len(ds) for _, ds in many_received)
     base_first = rows[0][1][0]
     print(
@@ -322,11 +417,22 @@ async def main(pieces: int, followers: int, turns: int) -> None:
         if read is not None:
             line += f"{p(read[1], 0.5):>10.2f}{p(read[1], 0.95):>8.2f}"
         print(line)
+    for name, (_, ds) in (
+        ("bare sockets, 1 follower", bare_one),
+        (f"bare sockets, {followers} followers", bare_many),
+    ):
+        print(f"{name:<34}{'':>15}{'':>12}{p(ds, 0.5):>11.2f}{p(ds, 0.95):>8.2f}")
     ratio = p(many[1], 0.5) / max(p(one[1], 0.5), 1e-9)
     read_ratio = p(many_r[1], 0.5) / max(p(one_r[1], 0.5), 1e-9)
     print(f"\n{followers} SSE followers received {received} of {followers * pieces * turns} deltas")
     print(f"{followers} SSE followers / 1 follower, median per-delta delay: {ratio:.2f}x")
     print(f"  (by the times this process read them: {read_ratio:.2f}x)")
+    added = p(many[1], 0.5) - p(one[1], 0.5)
+    bare_added = p(bare_many[1], 0.5) - p(bare_one[1], 0.5)
+    print(
+        f"{followers - 1} more followers add to the median delay: {added:.2f} ms through "
+        f"turnkit, {bare_added:.2f} ms on bare sockets ({added / max(bare_added, 1e-9):.2f}x)"
+    )
     print(f"first delta through follow(live=True) vs floor: {rows[1][1][0] - base_first:+.2f} ms")
     print(f"first delta through SSE (1 follower) vs floor: {one[0] - base_first:+.2f} ms")
 
@@ -337,8 +443,11 @@ if __name__ == "__main__":
     parser.add_argument("--followers", type=int, default=100)
     parser.add_argument("--turns", type=int, default=5)
     parser.add_argument("--serve", metavar="DB", help=argparse.SUPPRESS)
+    parser.add_argument("--serve-bare", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.serve:
+    if args.serve_bare:
+        serve_bare(args.pieces)
+    elif args.serve:
         serve(Path(args.serve), args.pieces, args.turns)
     else:
         asyncio.run(main(args.pieces, args.followers, args.turns))
