@@ -102,6 +102,24 @@ async def test_deltas_join_to_the_recorded_messages_and_stay_out_of_the_log(
     assert all(not isinstance(e, LiveEvent) for e in events)
 
 
+async def test_each_calls_deltas_stand_right_after_the_events_before_it(any_db_url: str) -> None:
+    # The first call starts with nothing buffered (its seq is the one this process
+    # last committed); the second after the tool's result, which is written first.
+    model = StreamingScriptedModel([tool_reply(), "Shipped."], chunk=3)
+    app = live_app(any_db_url, model)
+    async with app:
+        session = await app.create_session("support")
+        await app.send(session.id, text="Where is order 42?")
+        items = await collect(app, session.id)
+    replies = [
+        i.seq
+        for i in items
+        if isinstance(i, Event) and i.type == "message" and i.data["message"]["role"] == "assistant"
+    ]
+    stands = sorted({i.after_seq for i in items if isinstance(i, LiveEvent)})
+    assert stands == [seq - 1 for seq in replies]  # each reply is the next event after
+
+
 async def test_a_follower_joining_mid_message_gets_the_deltas_from_the_start(
     any_db_url: str,
 ) -> None:

@@ -136,3 +136,37 @@ async def test_concurrent_sends_with_one_key_store_one_input_on_postgres(postgre
         assert sum(not r.duplicate for r in receipts) == 1
         received = [e for e in await app.events(session.id) if e.type == "input.received"]
         assert len(received) == 1
+
+
+async def test_the_seq_a_process_has_seen_is_what_it_committed_and_never_goes_back(
+    tmp_path: Path,
+) -> None:
+    # Live deltas stand after it (runtime/live_publish.py): a seq rolled back, or
+    # an older one committed late by another thread, must not move it.
+    from turnkit.sessions.model.events import ScheduleSkipped
+
+    app = echo_app(f"sqlite:///{tmp_path / 'seqs.db'}")
+    async with app:
+        session = await app.create_session("echo")
+        receipt = await app.send(session.id, text="a")
+        await app.wait(receipt.turn_id, timeout=30)
+        store = app.runtime.store
+        last = (await app.events(session.id))[-1].seq
+        assert store.seen_seqs.get(session.id) == last
+        with pytest.raises(RuntimeError), store.write() as tx:
+            tx.emit(session.id, ScheduleSkipped("nightly", "busy"))
+            raise RuntimeError("rolled back")
+        assert store.seen_seqs.get(session.id) == last
+        store.seen_seqs.committed({session.id: last - 1})
+        assert store.seen_seqs.get(session.id) == last
+        assert store.seen_seqs.get("no-such-session") is None
+
+
+def test_the_seen_seqs_forget_the_least_recently_written_session_first() -> None:
+    from turnkit.sessions.db.seen_seqs import SeenSeqs
+
+    seqs = SeenSeqs(limit=2)
+    seqs.committed({"a": 3, "b": 5})
+    seqs.committed({"a": 4})
+    seqs.committed({"c": 1})
+    assert (seqs.get("a"), seqs.get("b"), seqs.get("c")) == (4, None, 1)

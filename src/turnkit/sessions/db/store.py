@@ -28,6 +28,7 @@ from turnkit.messages import Message
 from turnkit.sessions.db import schema as t
 from turnkit.sessions.db.engines import Databases
 from turnkit.sessions.db.prepared import Prepared
+from turnkit.sessions.db.seen_seqs import SeenSeqs
 from turnkit.sessions.db.writer_lock import WriterLock
 from turnkit.sessions.model.events import TURN_END_TYPES, SessionEvent
 from turnkit.sessions.model.inputs import AgentInput
@@ -131,6 +132,7 @@ class Tx:
         self.store = store
         self.appended: set[str] = set()
         self.event_ids: list[int] = []  # of the events it appended
+        self.seqs: dict[str, int] = {}  # session -> the highest event seq it saw or made
         self.after: list[Callable[[], None]] = []
         self.undo: list[Callable[[], None]] = []
         self.before: list[Callable[[], None]] = []
@@ -162,14 +164,21 @@ class Tx:
             raise SessionNotFoundError(session_id)
         return int(row[0])
 
+    def saw(self, session_id: str, seq: int) -> None:
+        """Note that the session's log stood at ``seq`` in this transaction (its locked
+        row said so): see :mod:`.seen_seqs`."""
+        if self.seqs.get(session_id, -1) < seq:
+            self.seqs[session_id] = seq
+
     def emit(self, session_id: str, event: SessionEvent, turn_id: str | None = None) -> int:
         """Append ``event`` to the session's log; its id."""
         row = _NEXT_EVENT.run(self.conn, {"sid": session_id, "at": now()}).first()
         if row is None:
             raise SessionNotFoundError(session_id)
+        seq = self.seqs[session_id] = int(row.event_seq)  # seqs only grow in a transaction
         values = {
             "session_id": session_id,
-            "seq": int(row.event_seq),
+            "seq": seq,
             "turn_id": turn_id,
             "type": event.type,
             "timestamp": float(row.last_activity_at),
@@ -217,6 +226,7 @@ class Store:
         # longer holds the executor lease the runner started under (runtime/executors.py).
         self.fence: Callable[[Tx], None] = lambda tx: None
         self.live_swept_at = 0.0  # when this process last deleted old live rows (db/live.py)
+        self.seen_seqs = SeenSeqs()  # each session's last event seq committed here
 
     @contextmanager
     def write(self, urgent: bool = False) -> Iterator[Tx]:
@@ -242,6 +252,8 @@ class Store:
             raise
         if lock is not None:
             lock.release()
+        if tx.seqs:
+            self.seen_seqs.committed(tx.seqs)
         if tx.appended and self._on_commit is not None:
             self._on_commit(tx.appended, tx.event_ids)
         for callback in tx.after:

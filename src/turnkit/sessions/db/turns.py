@@ -162,6 +162,7 @@ def claim_next(
     ``keep``).
     """
     session = tx.lock_session(session_id)
+    tx.saw(session_id, int(session.event_seq))  # a resumed turn's claim appends nothing
     if session.runner not in (None, runner_id):
         return None
     if session.runner is None:

@@ -9,10 +9,13 @@ of kind (text, thinking, another tool's input) sends what was gathered
 first, so the order holds; the first delta of a call goes out at once. One
 writer task hands them to this process's followers (the hub) and then stores
 them for the others (each write takes whatever gathered meanwhile). The
-writer's first job, in a worker thread, writes what the turn buffered before
-the call (which gives the seq the deltas stand after) and then, in the same
-thread, hands over and stores the deltas gathered meanwhile: the first delta
-waits for one thread hop and that write, later ones for neither.
+deltas stand after the seq of the session's last event before the call.
+When the turn has nothing buffered, this process knows that seq (it made or
+claimed at it: :mod:`turnkit.sessions.db.seen_seqs`) and the first delta goes
+out at once. Otherwise the writer's first job, in a worker thread, writes
+what the turn buffered (which gives the seq) and then, in the same thread,
+hands over and stores the deltas gathered meanwhile: the first delta waits
+for one thread hop and that write, later ones for neither.
 
 Live output is best effort and never fails a turn: an error storing deltas
 is logged and the rest of the call streams nothing (the durable ``message``
@@ -55,8 +58,10 @@ class LivePublisher:
         session_id: str,
         turn_id: str,
         step: str,
-        flush: Callable[[], int],
+        flush: Callable[[], int] | int,
     ) -> None:
+        """``flush``: the seq the deltas stand after, or what writes what the turn
+        buffered and returns it (blocking)."""
         self._hub, self._session_id, self._turn_id, self._step = hub, session_id, turn_id, step
         self._stream = uuid.uuid4().hex
         self._loop = asyncio.get_running_loop()
@@ -68,7 +73,7 @@ class LivePublisher:
         self._drafts: list[tuple[str, dict[str, Any]]] = []
         self._drafts_lock = threading.Lock()  # the writer's first job takes them in a thread
         self._index = 0  # the next delta's index in this call
-        self._after_seq = -1  # the seq the deltas stand after, once the flush wrote it
+        self._after_seq = flush if isinstance(flush, int) else -1  # once flush() wrote it
         self._wake = asyncio.Event()
         self._closing = False
         self._streamed_input: set[str] = set()  # calls whose input came in pieces
@@ -127,9 +132,10 @@ class LivePublisher:
 
     # -- storing -------------------------------------------------------------------
 
-    async def _write(self, flush: Callable[[], int]) -> None:
+    async def _write(self, flush: Callable[[], int] | int) -> None:
         try:
-            await asyncio.to_thread(self._first, flush)
+            if not isinstance(flush, int):
+                await asyncio.to_thread(self._first, flush)
             while True:
                 await self._wake.wait()
                 self._wake.clear()
@@ -187,10 +193,16 @@ class TurnLive:
     def publisher(self, step: str) -> LivePublisher:
         """The publisher of model call ``step``. What the turn has buffered is written
         first (meanwhile the call starts), so the deltas follow the durable events
-        before them, tool results included."""
+        before them, tool results included; with nothing buffered they stand after
+        the session's last event this process has seen committed."""
         taken = self._pending.take()
         claim = self._claim
-        flush = functools.partial(self._flush, taken)
+        seen = (
+            None
+            if taken.steps or taken.messages
+            else self._journal.store.seen_seqs.get(claim.session_id)
+        )
+        flush = functools.partial(self._flush, taken) if seen is None else seen
         return LivePublisher(self._hub, claim.session_id, claim.turn_id, step, flush)
 
     def _flush(self, taken: Any) -> int:
