@@ -18,7 +18,7 @@ import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import sqlalchemy as sa
 
@@ -124,6 +124,19 @@ _LOCK_SESSION = Prepared(
 _TURN = Prepared(sa.select(t.turns).where(t.turns.c.id == sa.bindparam("id")))
 
 
+class CommittedEvent(NamedTuple):
+    """One event as its transaction wrote it: the log's columns, ``data`` as JSON text
+    (:func:`event_record` makes it an :class:`Event`, as it does a row read back)."""
+
+    id: int
+    seq: int
+    session_id: str
+    turn_id: str | None
+    type: str
+    timestamp: float
+    data: str
+
+
 class Tx:
     """One write transaction: statements, the events they cause, what runs after commit."""
 
@@ -131,7 +144,7 @@ class Tx:
         self.conn = conn
         self.store = store
         self.appended: set[str] = set()
-        self.event_ids: list[int] = []  # of the events it appended
+        self.events: list[CommittedEvent] = []  # those it appended
         self.seqs: dict[str, int] = {}  # session -> the highest event seq it saw or made
         self.after: list[Callable[[], None]] = []
         self.undo: list[Callable[[], None]] = []
@@ -189,7 +202,11 @@ class Tx:
         if event.type in TURN_END_TYPES:  # waiters on a turn's end listen on this key only
             self.appended.add(ended_key(session_id))
         event_id = int(inserted.inserted_primary_key[0])
-        self.event_ids.append(event_id)
+        self.events.append(
+            CommittedEvent(
+                event_id, seq, session_id, turn_id, event.type, values["timestamp"], values["data"]
+            )
+        )
         return event_id
 
     def lock_session(self, session_id: str) -> Any:
@@ -207,7 +224,7 @@ class Store:
         self,
         databases: Databases,
         dispatch: Dispatch,
-        on_commit: Callable[[set[str], list[int]], None] | None = None,
+        on_commit: Callable[[set[str], list[CommittedEvent]], None] | None = None,
     ) -> None:
         self.databases = databases
         self.dispatch = dispatch
@@ -255,7 +272,7 @@ class Store:
         if tx.seqs:
             self.seen_seqs.committed(tx.seqs)
         if tx.appended and self._on_commit is not None:
-            self._on_commit(tx.appended, tx.event_ids)
+            self._on_commit(tx.appended, tx.events)
         for callback in tx.after:
             callback()
 

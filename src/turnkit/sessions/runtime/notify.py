@@ -29,6 +29,9 @@ from collections.abc import Callable, Iterator
 
 import sqlalchemy as sa
 
+from turnkit.sessions.db.store import CommittedEvent
+from turnkit.sessions.runtime.recent_events import RecentEvents
+
 __all__ = ["ChangeFeed", "Notifier", "Watch"]
 
 WATCH_INTERVAL_S = 0.05
@@ -165,6 +168,7 @@ class Notifier:
         self._stop = threading.Event()
         self._listeners: list[Callable[[], None]] = []
         self._all = 0  # bumped by changes whose sessions are unknown
+        self.recent = RecentEvents()  # this process's latest events of followed sessions
         # Seconds between polls of the feed; None: WATCH_INTERVAL_S. Slower while
         # Postgres LISTEN/NOTIFY brings other processes' changes (runtime/listen.py).
         self.poll_interval: float | None = None
@@ -190,10 +194,13 @@ class Notifier:
         """How many keys someone follows now (the state this notifier holds)."""
         return len(self._keys)
 
-    def committed(self, keys: set[str], event_ids: list[int]) -> None:
-        """After a commit of this process: wake the keys it changed."""
-        if self._feed is not None and event_ids:
-            self._feed.appended_here(event_ids)
+    def committed(self, keys: set[str], events: list[CommittedEvent]) -> None:
+        """After a commit of this process: keep its events for this process's
+        followers, then wake the keys it changed."""
+        if events:
+            self.recent.committed(events)
+            if self._feed is not None:
+                self._feed.appended_here([event.id for event in events])
         self.notify(keys)
 
     def notify(self, keys: set[str] | None = None) -> None:

@@ -242,10 +242,13 @@ class Runtime:
                 await watch.wait(seen, left)
 
     async def follow(self, session_id: str, after: int) -> AsyncIterator[Event]:
-        with self.notifier.watching(session_id) as watch:
+        recent = self.notifier.recent  # what this process just wrote, without a read
+        with self.notifier.watching(session_id) as watch, recent.following(session_id):
             while True:
                 seen = watch.version()
-                events = await asyncio.to_thread(self.store.events, session_id, after, 500)
+                events = recent.after(session_id, after, 500) or await asyncio.to_thread(
+                    self.store.events, session_id, after, 500
+                )
                 for event in events:
                     yield event
                     after = event.seq

@@ -1,0 +1,80 @@
+"""The events this process just committed to the sessions someone follows here.
+
+A follower woken by a commit of this process would read the log for the
+events that commit wrote (a thread hop and a query, a few milliseconds on
+a busy machine, on the way of every event, and of a turn's first live delta,
+which waits for the events before it). The store hands each committed event
+here, and a follower takes the next ones from memory when they are here
+without a gap: seqs are gapless per session, so a run that starts at the
+follower's next seq is exactly what the log holds. Anything else (another
+process's events, one too large to keep, one forgotten) is read from the log
+as before.
+
+Bounded: only sessions followed in this process, at most :data:`KEPT` events
+each, and only events whose data is at most :data:`MAX_DATA` characters.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections import deque
+from collections.abc import Iterator
+
+from turnkit.sessions.db.store import CommittedEvent, event_record
+from turnkit.sessions.model.records import Event
+
+__all__ = ["KEPT", "MAX_DATA", "RecentEvents"]
+
+KEPT = 64  # events kept per followed session
+MAX_DATA = 64 * 1024  # characters of an event's JSON data kept (larger ones are read)
+
+
+class RecentEvents:
+    """Per followed session, the last events committed by this process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._kept: dict[str, deque[CommittedEvent]] = {}
+        self._followers: dict[str, int] = {}
+
+    @contextlib.contextmanager
+    def following(self, session_id: str) -> Iterator[None]:
+        """Keep the session's events for the block (while anyone follows it here)."""
+        with self._lock:
+            self._followers[session_id] = self._followers.get(session_id, 0) + 1
+            self._kept.setdefault(session_id, deque(maxlen=KEPT))
+        try:
+            yield
+        finally:
+            with self._lock:
+                left = self._followers.pop(session_id) - 1
+                if left:
+                    self._followers[session_id] = left
+                else:
+                    del self._kept[session_id]
+
+    def committed(self, events: list[CommittedEvent]) -> None:
+        """Take a commit's events (before its followers are woken)."""
+        with self._lock:
+            for event in events:
+                kept = self._kept.get(event.session_id)
+                if kept is not None and len(event.data) <= MAX_DATA:
+                    kept.append(event)
+
+    def after(self, session_id: str, seq: int, limit: int) -> list[Event]:
+        """The session's events from ``seq + 1`` on that are kept here without a gap
+        (at most ``limit``), each decoded anew; empty when the next one is not here."""
+        with self._lock:
+            kept = self._kept.get(session_id)
+            newer = sorted((e for e in kept if e.seq > seq), key=_seq) if kept else []
+        run: list[Event] = []
+        for event in newer:  # commits may hand their events over out of order
+            if event.seq != seq + 1 + len(run) or len(run) == limit:
+                break
+            run.append(event_record(event))
+        return run
+
+
+def _seq(event: CommittedEvent) -> int:
+    return event.seq

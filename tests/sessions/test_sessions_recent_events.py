@@ -1,0 +1,89 @@
+"""A follower takes what this process just committed from memory, exactly as the log has it."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from turnkit.sessions import App, Event
+from turnkit.sessions.db.store import CommittedEvent
+from turnkit.sessions.runtime.recent_events import MAX_DATA, RecentEvents
+from turnkit.testing import ScriptedModel
+
+TIMEOUT = 20
+
+
+async def test_followers_get_the_logs_events_and_most_without_reading_it(
+    any_db_url: str, monkeypatch: Any
+) -> None:
+    long_reply = "x" * (MAX_DATA + 10)  # too large to keep: read from the log
+    app = App(any_db_url, fire_schedules=False)
+    replies = ["one", long_reply, "three", "four", "five"]
+    app.agent("echo", model=ScriptedModel(replies))(lambda: "Echo.")
+    async with app:
+        store = app.runtime.store
+        found = 0  # reads of the log that found events
+        read_events = store.events
+
+        def counted(*args: Any) -> Any:
+            nonlocal found
+            events = read_events(*args)
+            found += bool(events)
+            return events
+
+        monkeypatch.setattr(store, "events", counted)
+        session = await app.create_session("echo")
+        got: list[Event] = []
+
+        async def follow() -> None:
+            ended = 0
+            async for event in app.follow(session.id):
+                got.append(event)
+                ended += event.type == "turn.completed"
+                if ended == len(replies):
+                    return
+
+        follower = asyncio.ensure_future(follow())
+        await asyncio.sleep(0.1)  # it follows before the first input comes
+        for text in "abcde":
+            receipt = await app.send(session.id, text=text)
+            await app.wait(receipt.turn_id, timeout=TIMEOUT)
+        await asyncio.wait_for(follower, TIMEOUT)
+        monkeypatch.undo()
+        log = await app.events(session.id)
+    assert [e.to_dict() for e in got] == [e.to_dict() for e in log]
+    messages = [e.data["message"] for e in got if e.type == "message"]
+    assert messages[3]["content"][0]["text"] == long_reply
+    # the long reply's read (and at most one more, if a recheck's timeout fell between
+    # a commit and its hand-over); without memory, each turn's events are a read
+    assert found <= 2
+
+
+def committed(seq: int, data: str = "{}") -> CommittedEvent:
+    return CommittedEvent(seq * 10, seq, "s1", "t1", "turn.started", 1.5, data)
+
+
+def test_only_a_gapless_run_from_the_next_seq_is_given() -> None:
+    recent = RecentEvents()
+    with recent.following("s1"):
+        recent.committed([committed(7)])  # its transaction came back first
+        recent.committed([committed(5)])
+        assert [e.seq for e in recent.after("s1", 4, 10)] == [5]  # 6: another process's
+        assert recent.after("s1", 5, 10) == []  # read from the log
+        recent.committed([committed(6)])
+        assert [e.seq for e in recent.after("s1", 4, 10)] == [5, 6, 7]
+        assert [e.seq for e in recent.after("s1", 4, 2)] == [5, 6]
+        assert recent.after("s2", 0, 10) == []  # nobody follows it here
+    assert recent.after("s1", 4, 10) == []  # its last follower left: nothing kept
+
+
+def test_each_reader_decodes_its_own_data_and_large_events_are_not_kept() -> None:
+    recent = RecentEvents()
+    with recent.following("s1"), recent.following("s1"):
+        recent.committed([committed(1, '{"items": [1]}'), committed(2, "1" * (MAX_DATA + 1))])
+        first = recent.after("s1", 0, 10)
+        first[0].data["items"].append(2)
+        assert [e.data for e in recent.after("s1", 0, 10)] == [{"items": [1]}]
+    recent.committed([committed(3)])  # nobody follows it now: nothing is kept
+    with recent.following("s1"):
+        assert recent.after("s1", 0, 10) == []
