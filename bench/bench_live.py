@@ -10,7 +10,8 @@ the first delta is the median over them, the per-delta delays are pooled.
 
 - floor: ``model.stream()`` iterated directly, in this process.
 - ``app.follow(session, live=True)``: the App runs the turn in this process
-  and the follower reads it here (the path of an in-process chat UI).
+  and the follower reads it here (the path of an in-process chat UI). It
+  follows before the turn is sent, as the SSE rows' streams do.
 - SSE, 1 follower: ``turnkit.server.create_app`` served by uvicorn in a
   subprocess (``--serve``) on 127.0.0.1; this process reads
   ``GET /sessions/{id}/events?live=true`` over a plain socket, stamping each
@@ -28,7 +29,9 @@ Times: the model records when its call began and when it yielded each piece
 machine; the server reports its model's times over a bench-only route).
 Time to first delta: from the model call's start to the first delta read by
 the follower (for SSE: received on the client's socket, by the kernel's
-clock read back onto the monotonic one). Per-delta delay:
+clock read back onto the monotonic one). Each follower is subscribed, and
+has had 50 ms to read what came before, when the turn is sent (a chat page
+follows its session before its user types). Per-delta delay:
 from the model yielding piece i to the follower receiving delta i (every
 piece is one delta at this pace). F followers: each measured turn has F
 new followers; the first delta is the median over all followers and turns,
@@ -111,13 +114,21 @@ async def through_follow(db: Path, pieces: int, turns: int) -> list[Delays]:
         for turn in range(1 + turns):  # the first turn warms the App up
             got: list[tuple[int, float]] = []
             follower = app.follow(session.id, after=len(await app.events(session.id)), live=True)
+
+            async def read(follower: Any = follower, got: list[tuple[int, float]] = got) -> None:
+                async for item in follower:
+                    if isinstance(item, LiveEvent):
+                        got.append((item.index, time.perf_counter()))
+                    elif item.type == "turn.completed":
+                        break
+                await follower.aclose()
+
+            reading = asyncio.ensure_future(read())
+            while not app.runtime.live.followers:
+                await asyncio.sleep(0.01)  # subscribed, as the SSE rows' streams are
+            await asyncio.sleep(0.05)  # and done reading what came before
             await app.send(session.id, text="Go")
-            async for item in follower:
-                if isinstance(item, LiveEvent):
-                    got.append((item.index, time.perf_counter()))
-                elif item.type == "turn.completed":
-                    break
-            await follower.aclose()
+            await reading
             if turn:
                 results.append(delays(model.call_times[-1], model.piece_times[-pieces:], got))
     return results
@@ -339,6 +350,7 @@ async def _sse_turn(http: Any, port: int, sid: str, followers: int) -> list[SSEC
     await asyncio.gather(*(c.started for c in clients))
     while (await http.get("/bench/followers")).json() < followers:
         await asyncio.sleep(0.01)  # every stream subscribed
+    await asyncio.sleep(0.05)  # and done reading what came before
     await http.post(f"/sessions/{sid}/turns", json={"input": {"text": "Go"}})
     await asyncio.wait_for(asyncio.gather(*(c.done for c in clients)), 60)
     for client in clients:
