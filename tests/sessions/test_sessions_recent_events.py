@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 from turnkit.sessions import App, Event
 from turnkit.sessions.db.store import CommittedEvent
 from turnkit.sessions.runtime.recent_events import MAX_DATA, RecentEvents
-from turnkit.testing import ScriptedModel
+from turnkit.testing import ScriptedModel, StreamingScriptedModel
 
 TIMEOUT = 20
 
@@ -59,8 +60,39 @@ async def test_followers_get_the_logs_events_and_most_without_reading_it(
     assert found <= 2
 
 
+async def test_a_follower_ends_soon_after_its_session_ends_mid_turn(any_db_url: str) -> None:
+    # Its last events come from memory; the turn's end still has it look for the end.
+    hold = threading.Event()
+    model = StreamingScriptedModel(["a slow reply"], chunk=2, hold=hold, hold_after=1)
+    app = App(any_db_url, fire_schedules=False)
+    app.agent("slow", model=model)(lambda: "Slow.")
+    async with app:
+        session = await app.create_session("slow")
+        got: list[str] = []
+        started = asyncio.Event()
+
+        async def follow() -> None:
+            async for event in app.follow(session.id):
+                got.append(event.type)
+                if event.type == "turn.started":
+                    started.set()
+
+        follower = asyncio.ensure_future(follow())
+        await app.send(session.id, text="Go")
+        await asyncio.wait_for(started.wait(), TIMEOUT)
+        await app.end_session(session.id)
+        hold.set()
+        await asyncio.wait_for(follower, 2)  # well before its 5 s recheck
+    assert got[-1] == "turn.cancelled"
+
+
 def committed(seq: int, data: str = "{}") -> CommittedEvent:
     return CommittedEvent(seq * 10, seq, "s1", "t1", "turn.started", 1.5, data)
+
+
+def seqs(found: tuple[list[Event], bool]) -> tuple[list[int], bool]:
+    events, whole = found
+    return [e.seq for e in events], whole
 
 
 def test_only_a_gapless_run_from_the_next_seq_is_given() -> None:
@@ -68,22 +100,23 @@ def test_only_a_gapless_run_from_the_next_seq_is_given() -> None:
     with recent.following("s1"):
         recent.committed([committed(7)])  # its transaction came back first
         recent.committed([committed(5)])
-        assert [e.seq for e in recent.after("s1", 4, 10)] == [5]  # 6: another process's
-        assert recent.after("s1", 5, 10) == []  # read from the log
+        assert seqs(recent.after("s1", 4, 10)) == ([5], False)  # 6: another process's
+        assert seqs(recent.after("s1", 5, 10)) == ([], False)  # read from the log
         recent.committed([committed(6)])
-        assert [e.seq for e in recent.after("s1", 4, 10)] == [5, 6, 7]
-        assert [e.seq for e in recent.after("s1", 4, 2)] == [5, 6]
-        assert recent.after("s2", 0, 10) == []  # nobody follows it here
-    assert recent.after("s1", 4, 10) == []  # its last follower left: nothing kept
+        assert seqs(recent.after("s1", 4, 10)) == ([5, 6, 7], True)
+        assert seqs(recent.after("s1", 4, 2)) == ([5, 6], False)
+        assert seqs(recent.after("s2", 0, 10)) == ([], False)  # nobody follows it here
+    assert seqs(recent.after("s1", 4, 10)) == ([], False)  # its last follower left
 
 
 def test_each_reader_decodes_its_own_data_and_large_events_are_not_kept() -> None:
     recent = RecentEvents()
     with recent.following("s1"), recent.following("s1"):
         recent.committed([committed(1, '{"items": [1]}'), committed(2, "1" * (MAX_DATA + 1))])
-        first = recent.after("s1", 0, 10)
+        first, whole = recent.after("s1", 0, 10)
+        assert not whole  # the large one came after: it is read from the log
         first[0].data["items"].append(2)
-        assert [e.data for e in recent.after("s1", 0, 10)] == [{"items": [1]}]
+        assert [e.data for e in recent.after("s1", 0, 10)[0]] == [{"items": [1]}]
     recent.committed([committed(3)])  # nobody follows it now: nothing is kept
     with recent.following("s1"):
-        assert recent.after("s1", 0, 10) == []
+        assert recent.after("s1", 0, 10) == ([], False)

@@ -424,6 +424,11 @@ class Store:
     # -- events and history --------------------------------------------------
 
     def events(self, session_id: str, after: int = 0, limit: int | None = None) -> list[Event]:
+        return [event_record(row) for row in self.event_rows(session_id, after, limit)]
+
+    def event_rows(self, session_id: str, after: int = 0, limit: int | None = None) -> list[Any]:
+        """:meth:`events` as the log's rows (``data`` still JSON text: one read may
+        serve several readers, each decoding its own)."""
         with self.read() as conn:
             query = (
                 sa.select(t.events)
@@ -439,7 +444,7 @@ class Store:
                 ).first()
                 if exists is None:
                     raise SessionNotFoundError(session_id)
-        return [event_record(row) for row in rows]
+        return rows
 
     def history(self, session_id: str) -> tuple[Message, ...]:
         from turnkit.sessions.db.conversation import in_order

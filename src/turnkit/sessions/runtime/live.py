@@ -28,7 +28,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -38,6 +38,7 @@ from turnkit.sessions.db.engines import Databases
 from turnkit.sessions.db.live import LiveRow
 from turnkit.sessions.db.store import Store
 from turnkit.sessions.model.live import LiveEvent
+from turnkit.sessions.runtime.shared_reads import SharedReads
 
 __all__ = ["POLL_S", "QUEUE_LIMIT", "LiveHub", "Subscription"]
 
@@ -145,7 +146,7 @@ class LiveHub:
         self._stop = threading.Event()
         self._listen: Any = None  # Postgres: the LISTENing connection
         self._last_id = 0  # SQLite: the last row the watcher saw
-        self._reads: dict[tuple[Any, ...], asyncio.Future[Any]] = {}  # see once()
+        self.reads = SharedReads()  # the catch-up reads of this process's followers
         self._held: dict[str, list[LiveRow]] = {}  # session -> handed over, not yet committed
 
     # -- followers ---------------------------------------------------------------
@@ -187,26 +188,6 @@ class LiveHub:
         when its call was done (blocking)."""
         with self._store.read() as conn:
             return db.closing(conn, session_id, turn_id, seqs)
-
-    async def once(self, key: tuple[Any, ...], read: Callable[[], Awaitable[Any]]) -> Any:
-        """What ``read()`` returns, read once for all of this loop's followers that ask
-        for ``key`` while it runs (a hundred followers of a session need the same
-        events at the same moment: one read, not a hundred)."""
-        loop = asyncio.get_running_loop()
-        key = (id(loop), *key)
-        future = self._reads.get(key)
-        if future is None or future.get_loop() is not loop:
-            future = asyncio.ensure_future(read())
-            self._reads[key] = future
-
-            def done(found: asyncio.Future[Any]) -> None:
-                if self._reads.get(key) is found:
-                    del self._reads[key]
-                if not found.cancelled():
-                    found.exception()  # each follower that asked raises it
-
-            future.add_done_callback(done)
-        return await asyncio.shield(future)
 
     @property
     def followers(self) -> int:

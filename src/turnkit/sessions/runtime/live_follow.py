@@ -86,12 +86,14 @@ async def follow_live(
 
     async def read(after: int, limit: int) -> list[Event]:  # shared by the session's followers
         return list(
-            await hub.once(("events", session_id, after, limit), lambda: read_events(after, limit))
+            await hub.reads.once(
+                ("events", session_id, after, limit), lambda: read_events(after, limit)
+            )
         )
 
     async def closing(turn_id: str, seqs: tuple[int, int]) -> list[LiveRow]:
         key = ("closing", session_id, turn_id, seqs)
-        found = await hub.once(
+        found = await hub.reads.once(
             key, lambda: asyncio.to_thread(hub.closing, session_id, turn_id, seqs)
         )
         return [row for row, done in found if done is None or done >= sub.since]

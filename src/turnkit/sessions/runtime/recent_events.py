@@ -30,28 +30,36 @@ KEPT = 64  # events kept per followed session
 MAX_DATA = 64 * 1024  # characters of an event's JSON data kept (larger ones are read)
 
 
+class _Kept:
+    __slots__ = ("events", "followers", "top")
+
+    def __init__(self) -> None:
+        self.events: deque[CommittedEvent] = deque(maxlen=KEPT)
+        self.followers = 0
+        self.top = 0  # the highest seq handed over, kept or not
+
+
 class RecentEvents:
     """Per followed session, the last events committed by this process."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._kept: dict[str, deque[CommittedEvent]] = {}
-        self._followers: dict[str, int] = {}
+        self._kept: dict[str, _Kept] = {}
 
     @contextlib.contextmanager
     def following(self, session_id: str) -> Iterator[None]:
         """Keep the session's events for the block (while anyone follows it here)."""
         with self._lock:
-            self._followers[session_id] = self._followers.get(session_id, 0) + 1
-            self._kept.setdefault(session_id, deque(maxlen=KEPT))
+            kept = self._kept.get(session_id)
+            if kept is None:
+                kept = self._kept[session_id] = _Kept()
+            kept.followers += 1
         try:
             yield
         finally:
             with self._lock:
-                left = self._followers.pop(session_id) - 1
-                if left:
-                    self._followers[session_id] = left
-                else:
+                kept.followers -= 1
+                if not kept.followers:
                     del self._kept[session_id]
 
     def committed(self, events: list[CommittedEvent]) -> None:
@@ -59,21 +67,27 @@ class RecentEvents:
         with self._lock:
             for event in events:
                 kept = self._kept.get(event.session_id)
-                if kept is not None and len(event.data) <= MAX_DATA:
-                    kept.append(event)
+                if kept is not None:
+                    kept.top = max(kept.top, event.seq)
+                    if len(event.data) <= MAX_DATA:
+                        kept.events.append(event)
 
-    def after(self, session_id: str, seq: int, limit: int) -> list[Event]:
+    def after(self, session_id: str, seq: int, limit: int) -> tuple[list[Event], bool]:
         """The session's events from ``seq + 1`` on that are kept here without a gap
-        (at most ``limit``), each decoded anew; empty when the next one is not here."""
+        (at most ``limit``), each decoded anew (none when the next one is not here);
+        and whether they reach the last event this process handed over."""
         with self._lock:
             kept = self._kept.get(session_id)
-            newer = sorted((e for e in kept if e.seq > seq), key=_seq) if kept else []
+            if kept is None:
+                return [], False
+            newer = sorted((e for e in kept.events if e.seq > seq), key=_seq)
+            top = kept.top
         run: list[Event] = []
         for event in newer:  # commits may hand their events over out of order
             if event.seq != seq + 1 + len(run) or len(run) == limit:
                 break
             run.append(event_record(event))
-        return run
+        return run, bool(run) and run[-1].seq == top
 
 
 def _seq(event: CommittedEvent) -> int:

@@ -13,6 +13,7 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from turnkit.errors import HopLimitError
@@ -20,7 +21,13 @@ from turnkit.sessions.db import schema, turns
 from turnkit.sessions.db.engines import Databases, resolve_url
 from turnkit.sessions.db.inputs import NewInput, accept_input
 from turnkit.sessions.db.steps import Journal
-from turnkit.sessions.db.store import Store, TurnEndListener, ended_key, queued_key
+from turnkit.sessions.db.store import (
+    Store,
+    TurnEndListener,
+    ended_key,
+    event_record,
+    queued_key,
+)
 from turnkit.sessions.model.events import TURN_END_TYPES, InputReceived, InputRefused
 from turnkit.sessions.model.executors import ExecutorInfo
 from turnkit.sessions.model.records import Event, Receipt, Session, Turn
@@ -34,6 +41,7 @@ from turnkit.sessions.runtime.listen import publisher, start_listening
 from turnkit.sessions.runtime.live import LiveHub
 from turnkit.sessions.runtime.notify import Notifier, change_feed
 from turnkit.sessions.runtime.runner import TurnWorker
+from turnkit.sessions.runtime.shared_reads import SharedReads
 from turnkit.sessions.sources.subscriptions import SubscriptionFanOut
 
 if TYPE_CHECKING:
@@ -116,6 +124,7 @@ class Runtime:
         self.dispatcher.holds_lease = lambda: self.lease.live
         self.dispatcher.admit = self.lease.admit
         self.store = Store(databases, self.dispatcher, self.notifier.committed)
+        self.reads = SharedReads()  # one read for the followers woken together
         self.store.fence = self.lease.fence
         origin = uuid.uuid4().hex  # this process in its own NOTIFYs (listen.py)
         self.store.publish = publisher(databases, origin)
@@ -242,24 +251,38 @@ class Runtime:
                 await watch.wait(seen, left)
 
     async def follow(self, session_id: str, after: int) -> AsyncIterator[Event]:
-        recent = self.notifier.recent  # what this process just wrote, without a read
+        recent, reads = self.notifier.recent, self.reads
         with self.notifier.watching(session_id) as watch, recent.following(session_id):
+            given = None  # the version at which memory gave all there was to give
             while True:
                 seen = watch.version()
-                events = recent.after(session_id, after, 500) or await asyncio.to_thread(
-                    self.store.events, session_id, after, 500
-                )
+                if seen == given:  # nothing was written since, here or (seen) elsewhere
+                    given = None
+                    await watch.wait(seen, FOLLOW_RECHECK_S)
+                    continue
+                events, whole = recent.after(session_id, after, 500)
+                if not events:  # read once for the followers that saw the same version
+                    read = partial(asyncio.to_thread, self.store.event_rows, session_id, after, 500)
+                    rows = await reads.once(("events", session_id, after, seen), read)
+                    events = [event_record(row) for row in rows]
+                elif whole and not any(event.type in TURN_END_TYPES for event in events):
+                    given = seen  # (a turn's end may be the ended session's last event)
                 for event in events:
                     yield event
                     after = event.seq
                 if events:
                     continue
-                _, ended = await asyncio.to_thread(self.store.session_agent, session_id)
-                if ended and not await asyncio.to_thread(self.store.running_turns, session_id):
+                over = partial(asyncio.to_thread, self._over, session_id)
+                if await reads.once(("over", session_id, seen), over):
                     if not await asyncio.to_thread(self.store.events, session_id, after, 1):
                         return
                     continue
                 await watch.wait(seen, FOLLOW_RECHECK_S)
+
+    def _over(self, session_id: str) -> bool:
+        """Whether the session has ended and runs no turn (blocking)."""
+        _, ended = self.store.session_agent(session_id)
+        return ended and not self.store.running_turns(session_id)
 
     # -- sub-agents ------------------------------------------------------------
 
