@@ -197,11 +197,9 @@ class TurnLive:
         the session's last event this process has seen committed."""
         taken = self._pending.take()
         claim = self._claim
-        seen = (
-            None
-            if taken.steps or taken.messages
-            else self._journal.store.seen_seqs.get(claim.session_id)
-        )
+        seen = None
+        if not (taken.steps or taken.messages):  # nothing to write first
+            seen = self._journal.store.seen_seqs.get(claim.session_id)
         flush = functools.partial(self._flush, taken) if seen is None else seen
         return LivePublisher(self._hub, claim.session_id, claim.turn_id, step, flush)
 
