@@ -297,8 +297,8 @@ async def test_deltas_a_consumer_takes_at_once_and_those_it_is_given_come_once_i
         session = await app.create_session("support")
         runtime = app.runtime
 
-        async def read(after: int, limit: int) -> list[Event]:
-            return await asyncio.to_thread(runtime.store.events, session.id, after, limit)
+        async def read(after: int, limit: int) -> list[Any]:
+            return await asyncio.to_thread(runtime.store.event_rows, session.id, after, limit)
 
         merged = follow_live(runtime.live, session.id, 0, app.follow(session.id, 0), read, give_now)
         await app.send(session.id, text="Go")

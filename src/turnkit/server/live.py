@@ -46,7 +46,7 @@ async def live_items(
     store = runtime.store
 
     async def read(after: int, limit: int) -> list[Any]:
-        return await asyncio.to_thread(store.events, session_id, after, limit)
+        return await asyncio.to_thread(store.event_rows, session_id, after, limit)
 
     give_now = None if write_now is None else _writing_frames(write_now)
     durable = feeds.follow(session_id, after)

@@ -416,8 +416,8 @@ class App(SourceMethods, SyncTwins, Definitions):
             return
         from turnkit.sessions.runtime.live_follow import follow_live
 
-        async def read(after: int, limit: int) -> list[Event]:
-            return await asyncio.to_thread(runtime.store.events, session_id, after, limit)
+        async def read(after: int, limit: int) -> list[Any]:
+            return await asyncio.to_thread(runtime.store.event_rows, session_id, after, limit)
 
         durable = runtime.follow(session_id, after)
         async for item in follow_live(runtime.live, session_id, after, durable, read):

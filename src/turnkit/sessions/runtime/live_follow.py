@@ -42,6 +42,7 @@ from typing import Any
 
 from turnkit.errors import SlowFollowerError
 from turnkit.sessions.db.live import LiveRow
+from turnkit.sessions.db.store import event_record
 from turnkit.sessions.model.live import LiveEvent
 from turnkit.sessions.model.records import Event
 from turnkit.sessions.runtime.live import LiveHub
@@ -59,6 +60,7 @@ _SKIP, _GIVE, _CATCH_UP = object(), object(), object()  # what a delta needs (_M
 _CLOCKS_S = 1.0  # how far processes' clocks may disagree
 
 ReadEvents = Callable[[int, int], Awaitable[list[Event]]]
+ReadRows = Callable[[int, int], Awaitable[list[Any]]]  # the log's rows (Store.event_rows)
 GiveNow = Callable[[LiveEvent], bool]
 
 
@@ -67,12 +69,13 @@ async def follow_live(
     session_id: str,
     after: int,
     durable: AsyncIterator[Event],
-    read_events: ReadEvents,
+    read_rows: ReadRows,
     give_now: GiveNow | None = None,
 ) -> AsyncIterator[Event | LiveEvent]:
     """``durable`` (the session's events after ``after``) merged with its live deltas.
 
-    ``read_events(after, limit)`` reads the log directly (to catch up to a delta).
+    ``read_rows(after, limit)`` reads the log's rows directly (to catch up to a
+    delta; one read serves the session's followers, each decoding its own).
     ``give_now(delta)``: a consumer that can take a delta at once, outside this
     iterator (the server writes it to its stream), and says whether it did;
     while the follower waits with nothing else to give, a delta that needs no
@@ -85,11 +88,10 @@ async def follow_live(
     pump = asyncio.ensure_future(_pump(durable, queue, sub.notify))
 
     async def read(after: int, limit: int) -> list[Event]:  # shared by the session's followers
-        return list(
-            await hub.reads.once(
-                ("events", session_id, after, limit), lambda: read_events(after, limit)
-            )
+        rows = await hub.reads.once(
+            ("events", session_id, after, limit), lambda: read_rows(after, limit)
         )
+        return [event_record(row) for row in rows]
 
     async def closing(turn_id: str, seqs: tuple[int, int]) -> list[LiveRow]:
         key = ("closing", session_id, turn_id, seqs)
