@@ -196,3 +196,24 @@ async def test_a_read_is_shared_only_by_who_asks_for_its_key_while_it_runs() -> 
             assert "locked" in str(err)
         else:
             raise AssertionError("each caller gets the read's error")
+
+
+async def test_followers_that_outlive_their_app_still_end_when_cancelled(any_db_url: str) -> None:
+    # Stopping wakes every waiting follower; a cancel that comes in the same step
+    # must not be lost (asyncio.wait_for on 3.11 returned the wake-up instead).
+    app = App(any_db_url, workers=False, fire_schedules=False)
+    app.agent("echo", model=ScriptedModel(["x"]))(lambda: "Echo.")
+    async with app:
+        sessions = [await app.create_session("echo") for _ in range(5)]
+
+        async def follow(session_id: str) -> None:
+            async for _ in app.follow(session_id):
+                pass
+
+        followers = [asyncio.ensure_future(follow(s.id)) for s in sessions]
+        await asyncio.sleep(0.5)  # each waits for news
+    for follower in followers:
+        follower.cancel()
+    done, pending = await asyncio.wait(followers, timeout=5)
+    assert not pending
+    assert all(task.cancelled() for task in done)

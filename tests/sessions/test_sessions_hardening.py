@@ -473,13 +473,13 @@ async def test_a_commit_wakes_only_the_followers_of_its_session(
         busy = await app.create_session("bot")
         store = app.runtime.store
         reads: dict[str, int] = {}
-        events = store.events
+        rows = store.event_rows  # what followers read the log with
 
         def counting(session_id: str, after: int, limit: int):
             reads[session_id] = reads.get(session_id, 0) + 1
-            return events(session_id, after, limit)
+            return rows(session_id, after, limit)
 
-        store.events = counting  # type: ignore[method-assign]
+        store.event_rows = counting  # type: ignore[method-assign]
 
         async def follow(session_id: str) -> None:
             async for _ in app.follow(session_id):
@@ -520,15 +520,15 @@ async def test_another_processes_commits_wake_only_the_followers_of_their_sessio
             busy = await app.create_session("echo")
             reads: dict[str, int] = {}
             read = threading.Condition()
-            events = app.runtime.store.events
+            rows = app.runtime.store.event_rows  # what followers read the log with
 
             def counting(session_id: str, after: int, limit: int):
                 with read:
                     reads[session_id] = reads.get(session_id, 0) + 1
                     read.notify_all()
-                return events(session_id, after, limit)
+                return rows(session_id, after, limit)
 
-            app.runtime.store.events = counting  # type: ignore[method-assign]
+            app.runtime.store.event_rows = counting  # type: ignore[method-assign]
 
             async def follow(session_id: str) -> None:
                 async for _ in app.follow(session_id):

@@ -125,8 +125,9 @@ class Delivery:
             if items and len(items) == free:
                 continue  # more may be due once a slot is free
             wait = IDLE_S if due is None else min(IDLE_S, max(0.0, due - time.time()))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(event.wait(), wait)
+            with contextlib.suppress(TimeoutError):  # (wait_for may lose a cancel on 3.11)
+                async with asyncio.timeout(wait):
+                    await event.wait()
         if in_flight:  # posts in flight finish: their outcome is recorded
             await asyncio.gather(*in_flight, return_exceptions=True)
 

@@ -71,8 +71,9 @@ class Watch:
                 return
             state.waiters.add(entry)
         notifier._ensure_watcher()
-        try:
-            await asyncio.wait_for(event.wait(), timeout)
+        try:  # asyncio.timeout, not wait_for: on 3.11 a cancel that comes with the
+            async with asyncio.timeout(timeout):  # wake-up is lost in wait_for
+                await event.wait()
         except TimeoutError:
             pass
         finally:
