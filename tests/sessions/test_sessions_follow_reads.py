@@ -217,3 +217,21 @@ async def test_followers_that_outlive_their_app_still_end_when_cancelled(any_db_
     done, pending = await asyncio.wait(followers, timeout=5)
     assert not pending
     assert all(task.cancelled() for task in done)
+
+
+def test_what_is_kept_is_bounded_for_all_sessions_together(monkeypatch: Any) -> None:
+    from turnkit.sessions.runtime import recent_events
+
+    monkeypatch.setattr(recent_events, "KEPT", 4)
+    recent = RecentEvents()
+    with recent.following("s1"), recent.following("s2"):
+        recent.committed([committed(1), committed(2), committed(3)])
+        recent.committed([committed(1)._replace(session_id="s2", id=99)])
+        recent.committed([committed(4)])  # five kept: the oldest goes
+        assert seqs(recent.after("s1", 1, 10)) == ([2, 3, 4], True)
+        assert seqs(recent.after("s1", 0, 10)) == ([], False)  # 1 was let go: the log has it
+        assert seqs(recent.after("s2", 0, 10)) == ([1], True)
+        monkeypatch.setattr(recent_events, "KEPT_CHARS", 10)
+        recent.committed([committed(5, '"' + "x" * 8 + '"')])  # 10 characters: all else goes
+        assert seqs(recent.after("s1", 4, 10)) == ([5], True)
+        assert seqs(recent.after("s2", 0, 10)) == ([], False)

@@ -10,8 +10,11 @@ follower's next seq is exactly what the log holds. Anything else (another
 process's events, one too large to keep, one forgotten) is read from the log
 as before.
 
-Bounded: only sessions followed in this process, at most :data:`KEPT` events
-each, and only events whose data is at most :data:`MAX_DATA` characters.
+Bounded: only sessions followed in this process, only events whose data is
+at most :data:`MAX_DATA` characters, the last :data:`PER_SESSION` of each
+session, and at most :data:`KEPT` events and :data:`KEPT_CHARS` characters
+of data for all of them together (the oldest go first: a follower reads
+within milliseconds of its wake-up, so only the newest are asked for).
 """
 
 from __future__ import annotations
@@ -24,17 +27,19 @@ from collections.abc import Iterator
 from turnkit.sessions.db.store import CommittedEvent, event_record
 from turnkit.sessions.model.records import Event
 
-__all__ = ["KEPT", "MAX_DATA", "RecentEvents"]
+__all__ = ["KEPT", "KEPT_CHARS", "MAX_DATA", "PER_SESSION", "RecentEvents"]
 
-KEPT = 64  # events kept per followed session
-MAX_DATA = 64 * 1024  # characters of an event's JSON data kept (larger ones are read)
+PER_SESSION = 64  # events kept of one session
+KEPT = 1024  # events kept, of all followed sessions together
+KEPT_CHARS = 8 * 1024 * 1024  # characters of their data
+MAX_DATA = 64 * 1024  # characters of one event's JSON data kept (larger ones are read)
 
 
 class _Kept:
     __slots__ = ("events", "followers", "top")
 
     def __init__(self) -> None:
-        self.events: deque[CommittedEvent] = deque(maxlen=KEPT)
+        self.events: deque[CommittedEvent] = deque(maxlen=PER_SESSION)  # as handed over
         self.followers = 0
         self.top = 0  # the highest seq handed over, kept or not
 
@@ -45,6 +50,8 @@ class RecentEvents:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._kept: dict[str, _Kept] = {}
+        self._order: deque[tuple[_Kept, CommittedEvent]] = deque()  # all kept, oldest first
+        self._chars = 0
 
     @contextlib.contextmanager
     def following(self, session_id: str) -> Iterator[None]:
@@ -65,12 +72,21 @@ class RecentEvents:
     def committed(self, events: list[CommittedEvent]) -> None:
         """Take a commit's events (before its followers are woken)."""
         with self._lock:
+            order = self._order
             for event in events:
                 kept = self._kept.get(event.session_id)
-                if kept is not None:
-                    kept.top = max(kept.top, event.seq)
-                    if len(event.data) <= MAX_DATA:
-                        kept.events.append(event)
+                if kept is None:
+                    continue
+                kept.top = max(kept.top, event.seq)
+                if len(event.data) <= MAX_DATA:
+                    kept.events.append(event)
+                    order.append((kept, event))
+                    self._chars += len(event.data)
+            while len(order) > KEPT or self._chars > KEPT_CHARS:
+                kept, event = order.popleft()
+                self._chars -= len(event.data)
+                if kept.events and kept.events[0] is event:  # (or it went already)
+                    kept.events.popleft()
 
     def after(self, session_id: str, seq: int, limit: int) -> tuple[list[Event], bool]:
         """The session's events from ``seq + 1`` on that are kept here without a gap
