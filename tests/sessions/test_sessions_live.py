@@ -45,6 +45,18 @@ async def collect(app: App, session_id: str, after: int = 0) -> list[Event | Liv
     return items
 
 
+async def send_and_collect(app: App, session_id: str, text: str) -> list[Event | LiveEvent]:
+    """Follow the session live, then send: the follower is subscribed before the turn
+    starts, so every call's deltas are its own (one that comes after a call ended gets
+    its message only, and a scripted model can end its first call in a millisecond)."""
+    following = app.runtime.live.followers
+    items = asyncio.ensure_future(collect(app, session_id))
+    while app.runtime.live.followers == following and not items.done():
+        await asyncio.sleep(0.005)
+    await app.send(session_id, text=text)
+    return await items
+
+
 def joined(items: list[Any], kind: str, call_id: str | None = None) -> str:
     return "".join(
         i.data["text"]
@@ -62,8 +74,7 @@ async def test_deltas_join_to_the_recorded_messages_and_stay_out_of_the_log(
     app = live_app(any_db_url, model)
     async with app:
         session = await app.create_session("support")
-        await app.send(session.id, text="Where is order 42?")
-        items = await collect(app, session.id)
+        items = await send_and_collect(app, session.id, "Where is order 42?")
         events = await app.events(session.id)
     durable = [i for i in items if isinstance(i, Event)]
     assert [e.seq for e in durable] == [e.seq for e in events]  # every event, once, in order
@@ -109,8 +120,7 @@ async def test_each_calls_deltas_stand_right_after_the_events_before_it(any_db_u
     app = live_app(any_db_url, model)
     async with app:
         session = await app.create_session("support")
-        await app.send(session.id, text="Where is order 42?")
-        items = await collect(app, session.id)
+        items = await send_and_collect(app, session.id, "Where is order 42?")
     replies = [
         i.seq
         for i in items
@@ -210,8 +220,7 @@ async def test_a_version_6_database_gains_the_done_mark_of_live_deltas(tmp_path:
     app = live_app(url, StreamingScriptedModel([text], chunk=3))
     async with app:
         session = await app.create_session("support")
-        await app.send(session.id, text="Go")
-        items = await collect(app, session.id)
+        items = await send_and_collect(app, session.id, "Go")
     assert joined(items, "text.delta") == text
     with sa.create_engine(url).connect() as conn:
         done = conn.exec_driver_sql("SELECT count(*) FROM turnkit_live WHERE done_at IS NULL")

@@ -32,7 +32,6 @@ async def run_turn(
     items: list[Event | LiveEvent] = []
     async with app:
         session = await app.create_session("support")
-        await app.send(session.id, text="Where is order 42?")
 
         async def read() -> None:
             async for item in app.follow(session.id, live=True):
@@ -40,7 +39,11 @@ async def run_turn(
                 if isinstance(item, Event) and item.type in ("turn.completed", "turn.failed"):
                     return
 
-        await asyncio.wait_for(read(), TIMEOUT)
+        reading = asyncio.ensure_future(asyncio.wait_for(read(), TIMEOUT))
+        while not app.runtime.live.followers and not reading.done():
+            await asyncio.sleep(0.005)  # subscribed before the turn starts
+        await app.send(session.id, text="Where is order 42?")
+        await reading
     return items
 
 
