@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from typing import Any
 
@@ -327,3 +328,65 @@ async def test_deltas_a_consumer_takes_at_once_and_those_it_is_given_come_once_i
     replies = [i for i in items if isinstance(i, Event) and i.type == "message"]
     reply = next(r for r in replies if r.data["message"]["role"] == "assistant")
     assert items.index(reply) > items.index(deltas[-1])  # the message after its deltas
+
+
+async def test_deltas_are_stored_once_this_processes_followers_have_them(
+    any_db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store's thread would hold up the loop that hands deltas to followers (the
+    GIL): a delta is written only once the follower here (on another loop than the
+    turn's) has it, taken at once or queued for its iterator."""
+    from turnkit.sessions.runtime.live import Subscription
+
+    app = live_app(any_db_url, StreamingScriptedModel(["word " * 30], chunk=5, delay=0.01))
+    had: list[LiveEvent] = []  # what the follower's loop took from its subscription
+    unseen_at_store: list[int] = []
+    store, arrived, take = LiveHub.store, Subscription._arrived, Subscription.take
+
+    def checked_store(hub: LiveHub, step: str, rows: Any) -> None:
+        unseen_at_store.extend(row.event.index for row in rows if row.event not in had)
+        store(hub, step, rows)
+
+    def noted_arrived(sub: Subscription) -> None:
+        had.extend(row.event for row in sub._items)
+        arrived(sub)
+
+    def noted_take(sub: Subscription) -> list[Any]:
+        rows = take(sub)
+        had.extend(row.event for row in rows)
+        return rows
+
+    monkeypatch.setattr(LiveHub, "store", checked_store)
+    monkeypatch.setattr(Subscription, "_arrived", noted_arrived)
+    monkeypatch.setattr(Subscription, "take", noted_take)
+    async with app:
+        session = await app.create_session("support")
+        items = await send_and_collect(app, session.id, "Go")
+    assert joined(items, "text.delta") == "word " * 30
+    assert had and unseen_at_store == []
+
+
+async def test_a_follower_whose_loop_is_stuck_holds_up_no_store(any_db_url: str) -> None:
+    """Storing waits for this process's followers only a moment: one whose loop does
+    not run still lets the turn's deltas be written for followers elsewhere."""
+    import sqlalchemy as sa
+
+    from sessions.scale_procs import sa_url
+
+    app = live_app(any_db_url, StreamingScriptedModel(["stuck " * 20], chunk=6, delay=0.005))
+    stuck = asyncio.new_event_loop()  # never runs
+    try:
+        async with app:
+            session = await app.create_session("support")
+            sub = await asyncio.to_thread(app.runtime.live.subscribe, session.id, stuck)
+            result = await app.send(session.id, text="Go")
+            await app.wait(result.turn_id, timeout=TIMEOUT)
+            app.runtime.live.unsubscribe(sub)
+            engine = sa.create_engine(sa_url(any_db_url))
+            with engine.connect() as conn:
+                query = sa.text("SELECT data FROM turnkit_live ORDER BY id")
+                texts = conn.execute(query).scalars().all()
+            engine.dispose()
+    finally:
+        stuck.close()
+    assert "".join(json.loads(text)["text"] for text in texts) == "stuck " * 20

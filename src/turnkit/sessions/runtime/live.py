@@ -8,7 +8,11 @@ for followers elsewhere and later; until that write commits the hub holds
 them, and :meth:`LiveHub.backlog` gives the table's and the held ones: a
 follower that subscribes first and then reads the backlog misses nothing
 (the table keeps a call's deltas until a while after its reply is
-recorded). Deltas written by other processes
+recorded). The write waits until this process's followers on other loops
+(the server's, while turns run on their own loop thread) have been handed
+the deltas, for at most :data:`SERVED_WAIT_S`: the write's thread, holding
+the GIL, would otherwise hold up the very loop that delivers them (it did,
+by 0.1 to 0.5 ms a delta). Deltas written by other processes
 arrive through a watcher thread that runs while someone follows: on
 Postgres it ``LISTEN``s on ``turnkit_live``; on SQLite it polls the table
 by id every :data:`POLL_S` (simplest, and bounded: one indexed query on a
@@ -23,13 +27,14 @@ follower that lets more pile up is dropped (its iterator ends with
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 
@@ -40,10 +45,11 @@ from turnkit.sessions.db.store import Store
 from turnkit.sessions.model.live import LiveEvent
 from turnkit.sessions.runtime.shared_reads import SharedReads
 
-__all__ = ["POLL_S", "QUEUE_LIMIT", "LiveHub", "Subscription"]
+__all__ = ["POLL_S", "QUEUE_LIMIT", "SERVED_WAIT_S", "Handed", "LiveHub", "Subscription"]
 
 POLL_S = 0.02  # SQLite: how often other processes' deltas are looked for
 QUEUE_LIMIT = 1000  # deltas waiting for one follower before it is dropped
+SERVED_WAIT_S = 0.02  # how long storing deltas waits for this process's followers
 _SEEN_LIMIT = 10_000  # streams whose last delivered index the hub remembers
 log = logging.getLogger("turnkit.sessions")
 
@@ -134,6 +140,24 @@ class Subscription:
         self._ready.set()
 
 
+class Handed(NamedTuple):
+    """Deltas handed to this process's followers: those on the caller's loop have them;
+    ``served`` are done once those on each other loop have them too."""
+
+    rows: list[LiveRow]
+    served: list[concurrent.futures.Future[None]]
+
+    async def wait(self, timeout: float = SERVED_WAIT_S) -> None:
+        """Until every follower here has been handed the rows (at most ``timeout``)."""
+        if self.served:
+            await asyncio.wait([asyncio.wrap_future(f) for f in self.served], timeout=timeout)
+
+    def wait_blocking(self, timeout: float = SERVED_WAIT_S) -> None:
+        """:meth:`wait` for a caller outside any loop (a worker thread)."""
+        if self.served:
+            concurrent.futures.wait(self.served, timeout=timeout)
+
+
 class LiveHub:
     """This process's live followers, and the deltas it stores and receives."""
 
@@ -196,15 +220,15 @@ class LiveHub:
 
     # -- deltas --------------------------------------------------------------------
 
-    def hand_over(self, stream: str, events: Sequence[LiveEvent]) -> list[LiveRow]:
+    def hand_over(self, stream: str, events: Sequence[LiveEvent]) -> Handed:
         """Give one model call's new deltas to this process's followers now, and hold
         them until :meth:`store` has written them (any thread)."""
         rows = [LiveRow(0, stream, event) for event in events]  # row ids come with the write
-        if rows:
-            with self._lock:
-                self._held.setdefault(rows[0].event.session_id, []).extend(rows)
-            self.deliver(rows)
-        return rows
+        if not rows:
+            return Handed(rows, [])
+        with self._lock:
+            self._held.setdefault(rows[0].event.session_id, []).extend(rows)
+        return Handed(rows, self.deliver(rows))
 
     def store(self, step: str, rows: Sequence[LiveRow]) -> None:
         """Write deltas :meth:`hand_over` gave (blocking); then they are no longer held."""
@@ -224,10 +248,13 @@ class LiveHub:
 
     def publish(self, step: str, stream: str, events: Sequence[LiveEvent]) -> None:
         """Hand one model call's new deltas over, then store them (blocking)."""
-        self.store(step, self.hand_over(stream, events))
+        handed = self.hand_over(stream, events)
+        handed.wait_blocking()
+        self.store(step, handed.rows)
 
-    def deliver(self, rows: Sequence[LiveRow]) -> None:
-        """Hand committed deltas to the followers of their sessions, each once."""
+    def deliver(self, rows: Sequence[LiveRow]) -> list[concurrent.futures.Future[None]]:
+        """Hand deltas to the followers of their sessions, each once: at once to those
+        on the caller's loop; the futures are done once those on other loops have them."""
         by_session: dict[str, list[LiveRow]] = {}
         with self._lock:
             seen = self._seen
@@ -247,8 +274,8 @@ class LiveHub:
             for sub in subs:  # queued here, so a follower whose loop is stuck is bounded
                 if sub._add(found):
                     woken.setdefault(sub._loop, []).append(sub)
-        for loop, ready in woken.items():  # one wake-up per loop, not one per follower
-            _wake(loop, ready)
+        served = (_wake(loop, ready) for loop, ready in woken.items())  # one per loop
+        return [future for future in served if future is not None]
 
     # -- the watcher ---------------------------------------------------------------
 
@@ -319,15 +346,33 @@ class LiveHub:
             sub._put(())
 
 
-def _wake(loop: asyncio.AbstractEventLoop, subs: list[Subscription]) -> None:
-    """Wake the followers of ``subs`` (all on ``loop``), from any thread."""
-
-    def ready() -> None:
+def _wake(
+    loop: asyncio.AbstractEventLoop, subs: list[Subscription]
+) -> concurrent.futures.Future[None] | None:
+    """Wake the followers of ``subs`` (all on ``loop``), from any thread: at once on
+    ``loop`` itself; else in its next step, and the future is done after it."""
+    try:
+        here = asyncio.get_running_loop()
+    except RuntimeError:
+        here = None
+    if here is loop:
         for sub in subs:
             sub._arrived()
+        return None
+    served: concurrent.futures.Future[None] = concurrent.futures.Future()
 
-    with contextlib.suppress(RuntimeError):  # the followers' loop is closed: they are gone
+    def ready() -> None:
+        try:
+            for sub in subs:
+                sub._arrived()
+        finally:
+            served.set_result(None)
+
+    try:
         loop.call_soon_threadsafe(ready)
+    except RuntimeError:  # the followers' loop is closed: they are gone
+        return None
+    return served
 
 
 def _listening(url: str) -> Any:

@@ -139,9 +139,10 @@ class LivePublisher:
             while True:
                 await self._wake.wait()
                 self._wake.clear()
-                rows = self._hub.hand_over(self._stream, self._take())
-                if rows:
-                    await asyncio.to_thread(self._hub.store, self._step, rows)
+                handed = self._hub.hand_over(self._stream, self._take())
+                if handed.rows:
+                    await handed.wait()  # this process's followers first (see LiveHub)
+                    await asyncio.to_thread(self._hub.store, self._step, handed.rows)
                 if self._closing and not self._drafts:
                     return
         except asyncio.CancelledError:
