@@ -28,10 +28,10 @@ from turnkit.messages import Message
 from turnkit.sessions.db import schema as t
 from turnkit.sessions.db.engines import Databases
 from turnkit.sessions.db.prepared import Prepared
+from turnkit.sessions.db.records import event_record, turn_record
 from turnkit.sessions.db.seen_seqs import SeenSeqs
 from turnkit.sessions.db.writer_lock import WriterLock
 from turnkit.sessions.model.events import TURN_END_TYPES, SessionEvent
-from turnkit.sessions.model.inputs import AgentInput
 from turnkit.sessions.model.records import Event, ForkedFrom, Question, Session, Turn
 from turnkit.sessions.model.status import ACTIVE, SessionState, TurnState
 
@@ -490,34 +490,3 @@ def insert_ignoring_conflict(conn: sa.Connection, values: dict[str, Any]) -> Any
     else:
         from sqlalchemy.dialects.sqlite import insert
     return insert(t.sessions).values(**values).on_conflict_do_nothing().returning(t.sessions.c.id)
-
-
-def turn_record(row: Any) -> Turn:
-    question = None if row.question is None else Question.from_dict(json.loads(row.question))
-    output_data = None if row.output_data is None else json.loads(row.output_data)
-    return Turn(
-        row.id,
-        row.session_id,
-        row.seq,
-        row.status,
-        AgentInput.from_dict(json.loads(row.input)),
-        row.output,
-        question,
-        row.error,
-        row.reason,
-        when(row.started_at),
-        when(row.ended_at),
-        output_data,
-    )
-
-
-def event_record(row: Any) -> Event:
-    return Event(
-        row.id,
-        row.seq,
-        row.session_id,
-        row.turn_id,
-        row.type,
-        when(row.timestamp),  # type: ignore[arg-type]
-        json.loads(row.data),  # plain JSON, decoded anew for every reader
-    )

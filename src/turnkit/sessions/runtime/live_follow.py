@@ -42,7 +42,7 @@ from typing import Any
 
 from turnkit.errors import SlowFollowerError
 from turnkit.sessions.db.live import LiveRow
-from turnkit.sessions.db.store import event_record
+from turnkit.sessions.db.records import event_record
 from turnkit.sessions.model.live import LiveEvent
 from turnkit.sessions.model.records import Event
 from turnkit.sessions.runtime.live import LiveHub

@@ -24,7 +24,8 @@ import threading
 from collections import deque
 from collections.abc import Iterator
 
-from turnkit.sessions.db.store import CommittedEvent, event_record
+from turnkit.sessions.db.records import event_record
+from turnkit.sessions.db.store import CommittedEvent
 from turnkit.sessions.model.records import Event
 
 __all__ = ["KEPT", "KEPT_CHARS", "MAX_DATA", "PER_SESSION", "RecentEvents"]
