@@ -116,6 +116,32 @@ def test_ui_sends_input_forks_at_a_message_cancels_and_ends(
     assert page.errors == []
 
 
+def test_ui_keeps_what_is_typed_while_a_send_is_in_flight(
+    served_open: Served, page: object
+) -> None:
+    """The reply can arrive over the stream before the send's own response does; the
+    next line, typed meanwhile, is not wiped when that response comes."""
+    held: list[object] = []
+    page.route("**/sessions/*/turns", lambda route: held.append(route))  # held until let go
+    with served_open.client() as http:
+        sid = http.post("/sessions", json={"agent": "helper"}).json()["id"]
+        _open(page, served_open, sid)
+        page.fill("#input-text", "first line")
+        page.press("#input-text", "Enter")
+        while not held:
+            page.wait_for_timeout(20)
+        page.fill("#input-text", "typed meanwhile")
+        held[0].continue_()  # type: ignore[attr-defined]
+        page.unroute("**/sessions/*/turns")
+        page.wait_for_selector("text=echo: first line")
+        page.wait_for_selector("#send:not([disabled])")
+        assert page.input_value("#input-text") == "typed meanwhile"
+        page.click("#send")
+        page.wait_for_selector("text=echo: typed meanwhile")
+        assert page.input_value("#input-text") == ""
+    assert page.errors == []
+
+
 def test_ui_resumes_after_the_network_drops_without_duplicates(
     served_open: Served, proxy: CuttableProxy, page: object
 ) -> None:

@@ -222,10 +222,12 @@ function composerForm(id, act) {
     }
     if (!Object.keys(input).length) return;
     button.disabled = true;
+    const sent = { text: text.value, payload: payload.value };
     await act(async () => {
       await api.post(sessionPath(id, "/turns"), { input });
-      text.value = "";
-      payload.value = "";
+      // What was typed while the send was in flight is the next input: keep it.
+      if (text.value === sent.text) text.value = "";
+      if (payload.value === sent.payload) payload.value = "";
     });
     button.disabled = false;
     text.focus();
