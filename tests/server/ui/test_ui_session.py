@@ -128,8 +128,11 @@ def test_ui_keeps_what_is_typed_while_a_send_is_in_flight(
         _open(page, served_open, sid)
         page.fill("#input-text", "first line")
         page.press("#input-text", "Enter")
-        while not held:
+        for _ in range(500):  # the send reaches the route (10 s at most)
+            if held:
+                break
             page.wait_for_timeout(20)
+        assert held, "the page sent nothing"
         page.fill("#input-text", "typed meanwhile")
         held[0].continue_()  # type: ignore[attr-defined]
         page.unroute("**/sessions/*/turns")

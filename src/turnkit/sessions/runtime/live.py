@@ -274,7 +274,7 @@ class LiveHub:
             for sub in subs:  # queued here, so a follower whose loop is stuck is bounded
                 if sub._add(found):
                     woken.setdefault(sub._loop, []).append(sub)
-        served = (_wake(loop, ready) for loop, ready in woken.items())  # one per loop
+        served = [_wake(loop, ready) for loop, ready in woken.items()]  # one per loop
         return [future for future in served if future is not None]
 
     # -- the watcher ---------------------------------------------------------------
@@ -351,20 +351,23 @@ def _wake(
 ) -> concurrent.futures.Future[None] | None:
     """Wake the followers of ``subs`` (all on ``loop``), from any thread: at once on
     ``loop`` itself; else in its next step, and the future is done after it."""
+
+    def arrive() -> None:
+        for sub in subs:
+            sub._arrived()
+
     try:
         here = asyncio.get_running_loop()
     except RuntimeError:
         here = None
     if here is loop:
-        for sub in subs:
-            sub._arrived()
+        arrive()
         return None
     served: concurrent.futures.Future[None] = concurrent.futures.Future()
 
     def ready() -> None:
         try:
-            for sub in subs:
-                sub._arrived()
+            arrive()
         finally:
             served.set_result(None)
 
