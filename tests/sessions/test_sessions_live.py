@@ -336,29 +336,23 @@ async def test_deltas_are_stored_once_this_processes_followers_have_them(
     """The store's thread would hold up the loop that hands deltas to followers (the
     GIL): a delta is written only once the follower here (on another loop than the
     turn's) has it, taken at once or queued for its iterator."""
-    from turnkit.sessions.runtime.live import Subscription
+    from turnkit.sessions.runtime import live as live_module
 
     app = live_app(any_db_url, StreamingScriptedModel(["word " * 30], chunk=5, delay=0.01))
-    had: list[LiveEvent] = []  # what the follower's loop took from its subscription
+    had: list[LiveEvent] = []  # what the follower's loop was served (taken or queued)
     unseen_at_store: list[int] = []
-    store, arrived, take = LiveHub.store, Subscription._arrived, Subscription.take
+    store, serve = LiveHub.store, live_module._serve
 
     def checked_store(hub: LiveHub, step: str, rows: Any) -> None:
         unseen_at_store.extend(row.event.index for row in rows if row.event not in had)
         store(hub, step, rows)
 
-    def noted_arrived(sub: Subscription) -> None:
-        had.extend(row.event for row in sub._items)
-        arrived(sub)
-
-    def noted_take(sub: Subscription) -> list[Any]:
-        rows = take(sub)
+    def noted_serve(subs: Any, rows: Any) -> None:
         had.extend(row.event for row in rows)
-        return rows
+        serve(subs, rows)
 
     monkeypatch.setattr(LiveHub, "store", checked_store)
-    monkeypatch.setattr(Subscription, "_arrived", noted_arrived)
-    monkeypatch.setattr(Subscription, "take", noted_take)
+    monkeypatch.setattr(live_module, "_serve", noted_serve)
     async with app:
         session = await app.create_session("support")
         items = await send_and_collect(app, session.id, "Go")

@@ -8,20 +8,27 @@ for followers elsewhere and later; until that write commits the hub holds
 them, and :meth:`LiveHub.backlog` gives the table's and the held ones: a
 follower that subscribes first and then reads the backlog misses nothing
 (the table keeps a call's deltas until a while after its reply is
-recorded). The write waits until this process's followers on other loops
-(the server's, while turns run on their own loop thread) have been handed
-the deltas, for at most :data:`SERVED_WAIT_S`: the write's thread, holding
-the GIL, would otherwise hold up the very loop that delivers them (it did,
-by 0.1 to 0.5 ms a delta). Deltas written by other processes
-arrive through a watcher thread that runs while someone follows: on
-Postgres it ``LISTEN``s on ``turnkit_live``; on SQLite it polls the table
-by id every :data:`POLL_S` (simplest, and bounded: one indexed query on a
-table that holds only the replies being written now, and only while this
-process has a live follower).
+recorded). Deltas written by other processes arrive through a watcher
+thread that runs while someone follows: on Postgres it ``LISTEN``s on
+``turnkit_live``; on SQLite it polls the table by id every :data:`POLL_S`
+(simplest, and bounded: one indexed query on a table that holds only the
+replies being written now, and only while this process has a live
+follower).
 
-Bounded: a subscription holds at most :data:`QUEUE_LIMIT` deltas; a
-follower that lets more pile up is dropped (its iterator ends with
-:class:`~turnkit.errors.SlowFollowerError`), never buffered without limit.
+Followers are served on their own loop. Deltas for a loop other than the
+caller's wait in that loop's inbox (:class:`_Inbox`), and one step of the
+loop serves all its followers of them, in the order they were handed over
+(:func:`_serve`): a follower waiting with nothing else to give takes them
+at once (the server writes them to its stream), any other is queued and
+woken. The write waits until the followers on other loops (the server's,
+while turns run on their own loop thread) have been served, for at most
+:data:`SERVED_WAIT_S`: the write's thread, holding the GIL, would otherwise
+hold up the very loop that delivers them (it did, by 0.1 to 0.5 ms a delta).
+
+Bounded: a follower that lets more than :data:`QUEUE_LIMIT` deltas wait is
+dropped (its iterator ends with :class:`~turnkit.errors.SlowFollowerError`),
+and so are the followers of a loop that lets as many wait in its inbox (it
+does not run); nothing is buffered without limit.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from turnkit.sessions.db.engines import Databases
 from turnkit.sessions.db.live import LiveRow
 from turnkit.sessions.db.store import Store
 from turnkit.sessions.model.live import LiveEvent
+from turnkit.sessions.runtime.recent_events import RecentEvents
 from turnkit.sessions.runtime.shared_reads import SharedReads
 
 __all__ = ["POLL_S", "QUEUE_LIMIT", "SERVED_WAIT_S", "Handed", "LiveHub", "Subscription"]
@@ -55,11 +63,13 @@ log = logging.getLogger("turnkit.sessions")
 
 
 class Subscription:
-    """One live follower's deltas of one session, in delivery order."""
+    """One live follower's deltas of one session, in delivery order.
+
+    Its queue is touched only on the follower's loop: the hub serves the follower
+    there (:func:`_serve`), and the follower takes from it there."""
 
     __slots__ = (
         "_items",
-        "_lock",
         "_loop",
         "_ready",
         "closed",
@@ -76,38 +86,20 @@ class Subscription:
         self.dropped = False  # too slow: its follower ends with SlowFollowerError
         self.closed = False  # the App is stopping: its follower ends
         self._items: deque[LiveRow] = deque()
-        self._lock = threading.Lock()
         self._loop = loop
         self._ready = asyncio.Event()
-        # While its follower waits with nothing else to give, it may take deltas here,
-        # on its loop, as they come: it takes from the left of the deque those it gave.
-        self.direct: Callable[[deque[LiveRow]], None] | None = None
-
-    def _put(self, rows: Sequence[LiveRow]) -> None:
-        if self._add(rows):
-            _wake(self._loop, [self])
-
-    def _add(self, rows: Sequence[LiveRow]) -> bool:
-        """Queue ``rows`` (without waking the follower); whether there is news for it."""
-        with self._lock:
-            if self.dropped:
-                return False
-            self._items.extend(rows)
-            if len(self._items) > QUEUE_LIMIT:
-                self.dropped = True
-                self._items.clear()
-        return True
+        # While its follower waits with nothing else to give, it may take deltas at
+        # once, on its loop, as they come: ``direct(rows)`` gives them from the first
+        # and says how many it took (given, or skipped as given already); the rest
+        # is queued and the follower woken for it.
+        self.direct: Callable[[Sequence[LiveRow]], int] | None = None
 
     def take(self) -> list[LiveRow]:
         """The deltas delivered since the last take."""
-        with self._lock:
-            items = list(self._items)
-            self._items.clear()
-            self._ready.clear()
+        items = list(self._items)
+        self._items.clear()
+        self._ready.clear()
         return items
-
-    def pending(self) -> bool:
-        return bool(self._items) or self.dropped or self.closed
 
     async def wait(self) -> None:
         """Return once there is something to take (or the follower was dropped), or
@@ -120,24 +112,35 @@ class Subscription:
         self.direct = None
         self._ready.set()
 
-    def _arrived(self) -> None:
-        """On the follower's loop: deltas came. Its :attr:`direct` taker gives what it
-        can at once (a hundred followers are then served in one step, none woken);
-        the follower wakes for the rest."""
-        direct = self.direct
-        if direct is not None and not (self.dropped or self.closed):
-            with self._lock:
-                items, self._items = self._items, deque()
-            try:
-                direct(items)  # takes from the left those it gave
-            except Exception:  # the follower gives them itself (what was given is skipped)
-                log.exception("turnkit: a live follower's direct delivery failed")
-            if not items:
-                return
-            with self._lock:  # before what came meanwhile (from another thread)
-                items.extend(self._items)
-                self._items = items
+    def _queue(self, rows: Sequence[LiveRow]) -> None:
+        """On the follower's loop: queue ``rows`` for it and wake it; past
+        :data:`QUEUE_LIMIT` waiting, it is dropped instead."""
+        if not self.dropped:
+            items = self._items
+            items.extend(rows)
+            if len(items) > QUEUE_LIMIT:
+                self.dropped = True
+                items.clear()
         self._ready.set()
+
+
+def _serve(subs: Sequence[Subscription], rows: Sequence[LiveRow]) -> None:
+    """On the followers' loop: hand ``rows`` to each of ``subs``, at once to a direct
+    taker that has nothing queued before them (a hundred followers are then served
+    in this one step, none woken), else queued for its iterator."""
+    for sub in subs:
+        rest = rows
+        direct = sub.direct
+        if direct is not None and not sub._items and not (sub.dropped or sub.closed):
+            try:
+                taken = direct(rows)
+            except Exception:  # its follower gives them itself (what was given is skipped)
+                log.exception("turnkit: a live follower's direct delivery failed")
+                taken = 0
+            if taken == len(rows):
+                continue
+            rest = rows[taken:]
+        sub._queue(rest)
 
 
 class Handed(NamedTuple):
@@ -161,10 +164,14 @@ class Handed(NamedTuple):
 class LiveHub:
     """This process's live followers, and the deltas it stores and receives."""
 
-    def __init__(self, databases: Databases, store: Store) -> None:
+    def __init__(
+        self, databases: Databases, store: Store, recent: RecentEvents | None = None
+    ) -> None:
         self._databases, self._store = databases, store
+        self.recent = recent  # this process's latest events, which catch-ups read first
         self._lock = threading.Lock()
-        self._subs: dict[str, set[Subscription]] = {}
+        self._subs: dict[str, dict[asyncio.AbstractEventLoop, set[Subscription]]] = {}
+        self._inboxes: dict[asyncio.AbstractEventLoop, _Inbox] = {}  # deltas not yet served
         self._seen: OrderedDict[str, int] = OrderedDict()  # stream -> last index delivered
         self._watcher: threading.Thread | None = None
         self._stop = threading.Event()
@@ -179,7 +186,7 @@ class LiveHub:
         """Start receiving the session's deltas (blocking: it may start the watcher)."""
         sub = Subscription(self, session_id, loop)
         with self._lock:
-            self._subs.setdefault(session_id, set()).add(sub)
+            self._subs.setdefault(session_id, {}).setdefault(loop, set()).add(sub)
         try:
             self._ensure_watcher()
         except BaseException:
@@ -189,11 +196,19 @@ class LiveHub:
 
     def unsubscribe(self, sub: Subscription) -> None:
         with self._lock:
-            subs = self._subs.get(sub.session_id)
-            if subs is not None:
-                subs.discard(sub)
-                if not subs:
+            by_loop = self._subs.get(sub.session_id, {})
+            subs = by_loop.get(sub._loop)
+            if subs is None:
+                return
+            subs.discard(sub)
+            if not subs:
+                del by_loop[sub._loop]
+                if not by_loop:
                     del self._subs[sub.session_id]
+                if not any(sub._loop in found for found in self._subs.values()):
+                    inbox = self._inboxes.pop(sub._loop, None)  # nobody there to serve
+                    if inbox is not None:
+                        inbox.served.set_result(None)
 
     def backlog(self, session_id: str) -> list[LiveRow]:
         """The deltas of the session's calls still streaming: stored, or handed over
@@ -216,7 +231,7 @@ class LiveHub:
     @property
     def followers(self) -> int:
         with self._lock:
-            return sum(len(subs) for subs in self._subs.values())
+            return sum(len(subs) for found in self._subs.values() for subs in found.values())
 
     # -- deltas --------------------------------------------------------------------
 
@@ -253,29 +268,68 @@ class LiveHub:
         self.store(step, handed.rows)
 
     def deliver(self, rows: Sequence[LiveRow]) -> list[concurrent.futures.Future[None]]:
-        """Hand deltas to the followers of their sessions, each once: at once to those
-        on the caller's loop; the futures are done once those on other loops have them."""
-        by_session: dict[str, list[LiveRow]] = {}
+        """Hand deltas to the followers of their sessions, each once (any thread): at
+        once to those on the caller's loop; the futures are done once those on other
+        loops have them (served in one step of each loop)."""
+        try:
+            here: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            here = None
+        now: list[tuple[tuple[Subscription, ...], list[LiveRow]]] = []
+        scheduled: list[tuple[asyncio.AbstractEventLoop, _Inbox]] = []
+        served: list[concurrent.futures.Future[None]] = []
         with self._lock:
-            seen = self._seen
-            for row in rows:
-                last = seen.get(row.stream, -1)
-                if row.event.index <= last:
-                    continue  # already handed over (this process's own, read back)
-                seen[row.stream] = row.event.index
-                seen.move_to_end(row.stream)
-                if row.event.session_id in self._subs:
-                    by_session.setdefault(row.event.session_id, []).append(row)
-            while len(seen) > _SEEN_LIMIT:
-                seen.popitem(last=False)
-            targets = [(self._subs[s].copy(), found) for s, found in by_session.items()]
-        woken: dict[asyncio.AbstractEventLoop, list[Subscription]] = {}
-        for subs, found in targets:
-            for sub in subs:  # queued here, so a follower whose loop is stuck is bounded
-                if sub._add(found):
-                    woken.setdefault(sub._loop, []).append(sub)
-        served = [_wake(loop, ready) for loop, ready in woken.items()]  # one per loop
-        return [future for future in served if future is not None]
+            for session_id, found in self._new(rows).items():
+                for loop, subs in self._subs.get(session_id, {}).items():
+                    batch = (tuple(subs), found)
+                    if loop is here and loop not in self._inboxes:  # else after those
+                        now.append(batch)
+                        continue
+                    inbox = self._inboxes.get(loop)
+                    if inbox is None:
+                        inbox = self._inboxes[loop] = _Inbox()
+                        scheduled.append((loop, inbox))
+                    inbox.add(batch)
+                    if inbox.served not in served:
+                        served.append(inbox.served)
+        for loop, inbox in scheduled:
+            try:
+                loop.call_soon_threadsafe(self._drain, loop)
+            except RuntimeError:  # the followers' loop is closed: they are gone
+                with self._lock:
+                    if self._inboxes.get(loop) is inbox:
+                        del self._inboxes[loop]
+                inbox.served.set_result(None)
+        for subs, found in now:
+            _serve(subs, found)
+        return served
+
+    def _new(self, rows: Sequence[LiveRow]) -> dict[str, list[LiveRow]]:
+        """``rows`` not handed over before, by session (under the lock)."""
+        by_session: dict[str, list[LiveRow]] = {}
+        seen = self._seen
+        for row in rows:
+            last = seen.get(row.stream, -1)
+            if row.event.index <= last:
+                continue  # already handed over (this process's own, read back)
+            seen[row.stream] = row.event.index
+            seen.move_to_end(row.stream)
+            by_session.setdefault(row.event.session_id, []).append(row)
+        while len(seen) > _SEEN_LIMIT:
+            seen.popitem(last=False)
+        return by_session
+
+    def _drain(self, loop: asyncio.AbstractEventLoop) -> None:
+        """On ``loop``: serve what was handed over for its followers since the last time."""
+        with self._lock:
+            inbox = self._inboxes.pop(loop, None)
+        if inbox is None:
+            return
+        try:
+            for subs, found in inbox.batches:
+                _serve(subs, found)
+        finally:
+            inbox.served.set_result(None)
 
     # -- the watcher ---------------------------------------------------------------
 
@@ -340,42 +394,43 @@ class LiveHub:
         if watcher is not None:
             watcher.join(timeout=2)
         with self._lock:
-            subs = [sub for found in self._subs.values() for sub in found]
-        for sub in subs:  # their followers end (the App is stopping)
-            sub.closed = True
-            sub._put(())
+            by_loop: dict[asyncio.AbstractEventLoop, list[Subscription]] = {}
+            for found in self._subs.values():
+                for loop, subs in found.items():
+                    by_loop.setdefault(loop, []).extend(subs)
+        for loop, subs in by_loop.items():  # their followers end (the App is stopping)
+            for sub in subs:
+                sub.closed = True
+            with contextlib.suppress(RuntimeError):  # a closed loop: they are gone
+                loop.call_soon_threadsafe(_wake, subs)
 
 
-def _wake(
-    loop: asyncio.AbstractEventLoop, subs: list[Subscription]
-) -> concurrent.futures.Future[None] | None:
-    """Wake the followers of ``subs`` (all on ``loop``), from any thread: at once on
-    ``loop`` itself; else in its next step, and the future is done after it."""
+class _Inbox:
+    """Deltas handed over for the followers on one loop, until that loop serves them
+    (:meth:`LiveHub._drain`): one wake-up of the loop however many come meanwhile.
+    Bounded as a follower is: a loop that lets :data:`QUEUE_LIMIT` deltas wait does
+    not run, and its followers are dropped."""
 
-    def arrive() -> None:
-        for sub in subs:
-            sub._arrived()
+    __slots__ = ("batches", "count", "served")
 
-    try:
-        here = asyncio.get_running_loop()
-    except RuntimeError:
-        here = None
-    if here is loop:
-        arrive()
-        return None
-    served: concurrent.futures.Future[None] = concurrent.futures.Future()
+    def __init__(self) -> None:
+        self.batches: list[tuple[tuple[Subscription, ...], Sequence[LiveRow]]] = []
+        self.count = 0
+        self.served: concurrent.futures.Future[None] = concurrent.futures.Future()
 
-    def ready() -> None:
-        try:
-            arrive()
-        finally:
-            served.set_result(None)
+    def add(self, batch: tuple[tuple[Subscription, ...], list[LiveRow]]) -> None:
+        self.batches.append(batch)
+        self.count += len(batch[1])
+        if self.count > QUEUE_LIMIT:
+            subs = {sub for subs, _ in self.batches for sub in subs}
+            for sub in subs:
+                sub.dropped = True
+            self.batches, self.count = [(tuple(subs), ())], 0  # they are woken to end
 
-    try:
-        loop.call_soon_threadsafe(ready)
-    except RuntimeError:  # the followers' loop is closed: they are gone
-        return None
-    return served
+
+def _wake(subs: Sequence[Subscription]) -> None:
+    for sub in subs:
+        sub._ready.set()
 
 
 def _listening(url: str) -> Any:

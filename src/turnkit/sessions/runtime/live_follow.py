@@ -37,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from turnkit.errors import SlowFollowerError
@@ -87,8 +87,12 @@ async def follow_live(
     queue: asyncio.Queue[Any] = asyncio.Queue(_DURABLE_QUEUE)
     pump = asyncio.ensure_future(_pump(durable, queue, sub.notify))
 
-    async def read(after: int, limit: int) -> list[Event]:  # shared by the session's followers
-        rows = await hub.reads.once(
+    async def read(after: int, limit: int) -> list[Event]:
+        if hub.recent is not None:  # this process's own commits, from memory
+            events, _ = hub.recent.after(session_id, after, limit)
+            if events:
+                return events
+        rows = await hub.reads.once(  # one read for the session's followers
             ("events", session_id, after, limit), lambda: read_rows(after, limit)
         )
         return [event_record(row) for row in rows]
@@ -179,22 +183,24 @@ class _Merge:
         self._streams: dict[str, int] = {}  # stream -> last index given, oldest first
         self._give_now = give_now  # the consumer's, if it can take a delta at once
 
-    def give_direct(self, rows: deque[LiveRow]) -> None:
+    def give_direct(self, rows: Sequence[LiveRow]) -> int:
         """Give ``rows`` to ``give_now`` while the follower waits, in order, up to the
-        first that needs the follower itself (a read first, a busy consumer): those
-        stay in ``rows``. (A durable event queued ends this first:
-        ``Subscription.notify`` takes the follower's direct taker away.)"""
+        first that needs the follower itself (a read first, a busy consumer); how many
+        were taken (given, or skipped as given already). (A durable event queued ends
+        this first: ``Subscription.notify`` takes the follower's direct taker away.)"""
         give_now = self._give_now
-        while rows:
-            row = rows[0]
+        assert give_now is not None
+        taken = 0
+        for row in rows:
             verdict = self.verdict(row)
             if verdict is _GIVE:
-                if not give_now(row.event):  # type: ignore[misc]
+                if not give_now(row.event):
                     break
                 self.given(row)
             elif verdict is _CATCH_UP:
                 break
-            rows.popleft()
+            taken += 1
+        return taken
 
     def durable(self, event: Event) -> list[Event]:
         if event.seq <= self.last:
