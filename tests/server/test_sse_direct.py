@@ -110,12 +110,12 @@ def test_with_a_middleware_of_the_users_every_chunk_goes_through_asgi(
             assert f"data: {event['data']}\r\n".encode() in passed
 
 
-def test_no_writer_without_uvicorns_own_send() -> None:
+def test_no_direct_path_without_uvicorns_own_send() -> None:
     async def send(message: Any) -> None:
         pass
 
-    assert direct_module.chunk_writer({}) is None
-    assert direct_module.chunk_writer({direct_module.RAW_SEND: send}) is None
+    assert direct_module.chunk_transport({}) is None
+    assert direct_module.chunk_transport({direct_module.RAW_SEND: send}) is None
 
 
 class FakeTransport:
@@ -142,8 +142,11 @@ def test_the_writer_leaves_a_slow_or_gone_client_to_asgi() -> None:
     cycle = object.__new__(RequestResponseCycle)  # only what the writer reads of it
     cycle.transport = transport = FakeTransport()
     cycle.chunked_encoding, cycle.response_started = True, True
-    write = direct_module.chunk_writer({direct_module.RAW_SEND: cycle.send})
-    assert write is not None
+    found = direct_module.chunk_transport({direct_module.RAW_SEND: cycle.send})
+    assert found is transport
+
+    def write(data: bytes) -> bool:
+        return direct_module.write_chunk(transport, data)
 
     assert write(b"event: a\r\n\r\n")
     assert transport.written == [b"c\r\nevent: a\r\n\r\n\r\n"]  # one chunk, framed
@@ -155,4 +158,4 @@ def test_the_writer_leaves_a_slow_or_gone_client_to_asgi() -> None:
     assert len(transport.written) == 1
 
     cycle.chunked_encoding = False  # e.g. a response with a Content-Length
-    assert direct_module.chunk_writer({direct_module.RAW_SEND: cycle.send}) is None
+    assert direct_module.chunk_transport({direct_module.RAW_SEND: cycle.send}) is None

@@ -22,7 +22,7 @@ Otherwise, or when any of it changes, the stream sends through ASGI as
 before (uvicorn's send waits while writing is paused, and its bytes follow
 those already buffered). The response start and its end always go through
 ASGI. What is read of uvicorn's cycle (its send, transport and chunked
-flag) is looked for first (a uvicorn without it gets no writer);
+flag) is looked for first (a uvicorn without it gets no direct path);
 ``tests/server/test_sse_direct.py`` checks that the direct path is taken
 with the uvicorn installed and that its chunks arrive whole, so an upgrade
 that changes either is noticed.
@@ -30,14 +30,14 @@ that changes either is noticed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, MutableMapping
+from collections.abc import MutableMapping
 from typing import Any
 
 from fastapi import FastAPI
 
 from turnkit.server.limits import BodyLimits
 
-__all__ = ["RAW_SEND", "TurnkitAPI", "chunk_writer"]
+__all__ = ["RAW_SEND", "TurnkitAPI", "chunk_transport", "write_chunk"]
 
 RAW_SEND = "turnkit.raw_send"
 """The scope key under which :class:`TurnkitAPI` keeps the server's own ``send``."""
@@ -56,14 +56,13 @@ class TurnkitAPI(FastAPI):
         await super().__call__(scope, receive, send)
 
 
-def chunk_writer(scope: MutableMapping[str, Any]) -> Callable[[bytes], bool] | None:
-    """A writer of body chunks straight to the connection of ``scope``'s request, or
-    None when its server is not one this can write to (see the module's notes).
+def chunk_transport(scope: MutableMapping[str, Any]) -> Any | None:
+    """The transport of ``scope``'s connection, when body chunks of its response may be
+    written straight to it with :func:`write_chunk`; None when its server is not one
+    this can write to (see the module's notes).
 
-    The writer returns False, and writes nothing, when the chunk must go through
-    ASGI instead (the client left or reads slowly). It is the response's until its
-    last body message: whoever sends that stops using the writer first
-    (:class:`~turnkit.server.sse.EventStream` does)."""
+    It is the response's until its last body message: whoever sends that stops
+    writing to it first (:class:`~turnkit.server.sse.EventStream` does)."""
     send = scope.get(RAW_SEND)
     cycle = getattr(send, "__self__", None)
     kind = type(cycle)
@@ -74,17 +73,19 @@ def chunk_writer(scope: MutableMapping[str, Any]) -> Callable[[bytes], bool] | N
         return None
     if getattr(cycle, "chunked_encoding", None) is not True or not cycle.response_started:
         return None  # both are settled once the response has started
+    return transport
 
-    def write(data: bytes) -> bool:
-        # Closing: the client left. Bytes still buffered: the client reads slowly, and
-        # uvicorn's send, which waits while it is paused, writes after them in order.
-        if not data or transport.is_closing() or transport.get_write_buffer_size():
-            return False
-        last = _last  # the chunk all streams are handed now
-        transport.write(last[1] if last[0] is data else _chunk(data))
-        return True
 
-    return write
+def write_chunk(transport: Any, data: bytes) -> bool:
+    """Write ``data`` to ``transport`` as one chunk; False, and nothing written, when it
+    must go through ASGI instead (the client left or reads slowly)."""
+    # Closing: the client left. Bytes still buffered: the client reads slowly, and
+    # uvicorn's send, which waits while it is paused, writes after them in order.
+    if not data or transport.is_closing() or transport.get_write_buffer_size():
+        return False
+    last = _last  # the chunk all streams are handed now
+    transport.write(last[1] if last[0] is data else _chunk(data))
+    return True
 
 
 _TRANSPORT = ("write", "is_closing", "get_write_buffer_size")  # asyncio's Transport API

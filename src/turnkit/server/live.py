@@ -65,13 +65,20 @@ async def live_items(
 
 
 def _writing_frames(write_now: Callable[[bytes], bool]) -> Callable[[Any], bool]:
-    """``write_now`` of each delta's frame (built once for all streams)."""
-    from turnkit.server.events import encoded
+    """``write_now`` of each delta's frame. The hub hands one delta to all of a
+    session's streams in turn, so the frame built for the first is the others'."""
 
     def give_now(event: Any) -> bool:
-        return write_now(encoded(event, _live_frame))
+        global _last
+        last = _last
+        if last[0] is not event:
+            last = _last = (event, _live_frame(event))
+        return write_now(last[1])
 
     return give_now
+
+
+_last: tuple[Any, bytes] = (None, b"")  # the latest delta given, and its frame
 
 
 def _live_frame(event: Any) -> bytes:

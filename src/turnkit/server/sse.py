@@ -35,7 +35,7 @@ from typing import Any
 
 from starlette.responses import Response
 
-from turnkit.server.direct import chunk_writer
+from turnkit.server.direct import chunk_transport, write_chunk
 
 __all__ = ["STOP_POLL_S", "EventStream", "frame"]
 
@@ -83,14 +83,14 @@ class EventStream(Response):
         self.raw_headers = list(HEADERS)
         self._send: Send | None = None  # while the body is being sent
         self._writing: asyncio.Future[Any] | None = None  # a write_now still waiting
-        self._direct: Callable[[bytes], bool] | None = None  # see turnkit.server.direct
+        self._transport: Any = None  # chunks may be written straight to it: turnkit.server.direct
 
     def write_now(self, data: bytes) -> bool:
         """Write ``data`` at once, from outside the stream's own task (the live hub's one
         step for all followers); False, and nothing written, when this stream cannot now
         (not started, ended, or a write still waiting for the client to read)."""
-        direct = self._direct  # set while the body is being sent, with _send
-        if direct is not None and self._writing is None and direct(data):
+        transport = self._transport  # set while the body is being sent, with _send
+        if transport is not None and self._writing is None and write_chunk(transport, data):
             return True
         if self._send is None or self._writing is not None:
             return False
@@ -107,7 +107,7 @@ class EventStream(Response):
     async def __call__(self, scope: Any, receive: Receive, send: Send) -> None:
         assert self.frames is not None
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-        self._direct = chunk_writer(scope)
+        self._transport = chunk_transport(scope)
         self._send = send
         pump = asyncio.ensure_future(self._pump(send))
         watch = asyncio.ensure_future(self._watch(send))
@@ -115,7 +115,7 @@ class EventStream(Response):
         try:
             await asyncio.wait({pump, watch, listen}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            self._send = self._direct = None
+            self._send = self._transport = None
             gone = listen.done()  # the client left: nothing more is sent
             for task in (pump, watch, listen):
                 task.cancel()
