@@ -143,7 +143,7 @@ class Runtime:
         self.dispatcher.hand_over = self.worker.lingerers.hand_over
         self.store.on_busy = self._on_busy
         self.store.cancel_local = self.worker.cancel
-        self.live = self.worker.live = LiveHub(databases, self.store)
+        self.live = self.worker.live = LiveHub(databases, self.store, self.notifier.recent)
         self.dispatcher.launch(self.worker.run_session if s.workers else None)
         if s.workers:  # after DBOS's own recovery: the runners it could not know of
             self.dispatcher.recover(self.store)
