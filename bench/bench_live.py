@@ -437,7 +437,11 @@ async def main(pieces: int, followers: int, turns: int) -> None:
     ratio = p(many[1], 0.5) / max(p(one[1], 0.5), 1e-9)
     read_ratio = p(many_r[1], 0.5) / max(p(one_r[1], 0.5), 1e-9)
     print(f"\n{followers} SSE followers received {received} of {followers * pieces * turns} deltas")
-    print(f"{followers} SSE followers / 1 follower, median per-delta delay: {ratio:.2f}x")
+    bare_ratio = p(bare_many[1], 0.5) / max(p(bare_one[1], 0.5), 1e-9)
+    print(
+        f"{followers} SSE followers / 1 follower, median per-delta delay: {ratio:.2f}x "
+        f"(bare sockets: {bare_ratio:.1f}x)"
+    )
     print(f"  (by the times this process read them: {read_ratio:.2f}x)")
     added = p(many[1], 0.5) - p(one[1], 0.5)
     bare_added = p(bare_many[1], 0.5) - p(bare_one[1], 0.5)
