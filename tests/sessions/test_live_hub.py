@@ -111,6 +111,18 @@ async def test_a_loop_that_does_not_run_holds_a_bounded_number_of_deltas(
         stuck.close()
 
 
+async def test_followers_on_a_closed_loop_hold_nothing_up(started: App) -> None:
+    hub: LiveHub = started.runtime.live
+    session = await started.create_session("writer")
+    gone = asyncio.new_event_loop()
+    sub = await asyncio.to_thread(hub.subscribe, session.id, gone)
+    gone.close()
+    served = hub.deliver(rows(session.id, "s1", range(3)))
+    assert served and all(f.done() for f in served)  # nobody there to wait for
+    assert gone not in hub._inboxes
+    hub.unsubscribe(sub)
+
+
 async def test_a_follower_whose_loop_is_held_up_while_a_turn_streams_is_dropped(
     db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

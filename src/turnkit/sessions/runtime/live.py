@@ -296,10 +296,12 @@ class LiveHub:
             try:
                 loop.call_soon_threadsafe(self._drain, loop)
             except RuntimeError:  # the followers' loop is closed: they are gone
-                with self._lock:
-                    if self._inboxes.get(loop) is inbox:
+                with self._lock:  # (unless an unsubscribe took the inbox meanwhile)
+                    ours = self._inboxes.get(loop) is inbox
+                    if ours:
                         del self._inboxes[loop]
-                inbox.served.set_result(None)
+                if ours:
+                    inbox.served.set_result(None)
         for subs, found in now:
             _serve(subs, found)
         return served
