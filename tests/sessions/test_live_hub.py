@@ -101,12 +101,36 @@ async def test_a_loop_that_does_not_run_holds_a_bounded_number_of_deltas(
         sub: Subscription = await asyncio.to_thread(hub.subscribe, session.id, stuck)
         for i in range(40):
             hub.deliver(rows(session.id, "s1", range(i, i + 1)))
-            assert sum(len(found) for _, found in hub._inboxes[stuck].batches) <= 5
+            assert sum(len(found) for _, _, found in hub._inboxes[stuck].batches) <= 5
         assert sub.dropped  # its follower ends once its loop runs again
         await asyncio.to_thread(stuck.run_until_complete, _woken(sub))
         assert sub.take() == []
         hub.unsubscribe(sub)
         assert stuck not in hub._inboxes  # nobody left there to serve
+    finally:
+        stuck.close()
+
+
+async def test_a_stuck_loop_counts_each_sessions_deltas_apart(
+    started: App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Many sessions streaming at once add up; a follower is dropped only when its own
+    session's deltas pile up (as it would be on a loop that runs)."""
+    monkeypatch.setattr(live_module, "QUEUE_LIMIT", 5)
+    hub: LiveHub = started.runtime.live
+    busy, quiet = [await started.create_session("writer") for _ in range(2)]
+    stuck = asyncio.new_event_loop()
+    try:
+        subs = [await asyncio.to_thread(hub.subscribe, s.id, stuck) for s in (busy, quiet)]
+        hub.deliver(rows(quiet.id, "q", range(4)))
+        for i in range(8):
+            hub.deliver(rows(busy.id, "b", range(i, i + 1)))
+        assert [sub.dropped for sub in subs] == [True, False]
+        await asyncio.to_thread(stuck.run_until_complete, _woken(subs[1]))
+        assert [row.event.index for row in subs[1].take()] == [0, 1, 2, 3]
+        assert subs[0].take() == []
+        for sub in subs:
+            hub.unsubscribe(sub)
     finally:
         stuck.close()
 

@@ -27,8 +27,9 @@ hold up the very loop that delivers them (it did, by 0.1 to 0.5 ms a delta).
 
 Bounded: a follower that lets more than :data:`QUEUE_LIMIT` deltas wait is
 dropped (its iterator ends with :class:`~turnkit.errors.SlowFollowerError`),
-and so are the followers of a loop that lets as many wait in its inbox (it
-does not run); nothing is buffered without limit.
+and so are a session's followers on a loop that lets as many of that
+session's deltas wait in its inbox (it does not run); nothing is buffered
+without limit.
 """
 
 from __future__ import annotations
@@ -281,15 +282,14 @@ class LiveHub:
         with self._lock:
             for session_id, found in self._new(rows).items():
                 for loop, subs in self._subs.get(session_id, {}).items():
-                    batch = (tuple(subs), found)
                     if loop is here and loop not in self._inboxes:  # else after those
-                        now.append(batch)
+                        now.append((tuple(subs), found))
                         continue
                     inbox = self._inboxes.get(loop)
                     if inbox is None:
                         inbox = self._inboxes[loop] = _Inbox()
                         scheduled.append((loop, inbox))
-                    inbox.add(batch)
+                    inbox.add(session_id, tuple(subs), found)
                     if inbox.served not in served:
                         served.append(inbox.served)
         for loop, inbox in scheduled:
@@ -328,7 +328,7 @@ class LiveHub:
         if inbox is None:
             return
         try:
-            for subs, found in inbox.batches:
+            for _, subs, found in inbox.batches:
                 _serve(subs, found)
         finally:
             inbox.served.set_result(None)
@@ -410,24 +410,27 @@ class LiveHub:
 class _Inbox:
     """Deltas handed over for the followers on one loop, until that loop serves them
     (:meth:`LiveHub._drain`): one wake-up of the loop however many come meanwhile.
-    Bounded as a follower is: a loop that lets :data:`QUEUE_LIMIT` deltas wait does
-    not run, and its followers are dropped."""
+    Bounded as a follower is: once :data:`QUEUE_LIMIT` deltas of one session wait
+    here, the loop is not running, and that session's followers on it are dropped
+    (those of other sessions keep their own count)."""
 
-    __slots__ = ("batches", "count", "served")
+    __slots__ = ("batches", "counts", "served")
 
     def __init__(self) -> None:
-        self.batches: list[tuple[tuple[Subscription, ...], Sequence[LiveRow]]] = []
-        self.count = 0
+        self.batches: list[tuple[str, tuple[Subscription, ...], Sequence[LiveRow]]] = []
+        self.counts: dict[str, int] = {}  # session -> deltas waiting here
         self.served: concurrent.futures.Future[None] = concurrent.futures.Future()
 
-    def add(self, batch: tuple[tuple[Subscription, ...], list[LiveRow]]) -> None:
-        self.batches.append(batch)
-        self.count += len(batch[1])
-        if self.count > QUEUE_LIMIT:
-            subs = {sub for subs, _ in self.batches for sub in subs}
-            for sub in subs:
+    def add(self, session_id: str, subs: tuple[Subscription, ...], rows: list[LiveRow]) -> None:
+        self.batches.append((session_id, subs, rows))
+        count = self.counts[session_id] = self.counts.get(session_id, 0) + len(rows)
+        if count > QUEUE_LIMIT:
+            batches = [batch for batch in self.batches if batch[0] != session_id]
+            dropped = {sub for sid, found, _ in self.batches if sid == session_id for sub in found}
+            for sub in dropped:
                 sub.dropped = True
-            self.batches, self.count = [(tuple(subs), ())], 0  # they are woken to end
+            self.batches = [*batches, (session_id, tuple(dropped), ())]  # woken to end
+            self.counts[session_id] = 0
 
 
 def _wake(subs: Sequence[Subscription]) -> None:
