@@ -35,6 +35,18 @@ def from_thread(work: Any) -> Any:
     return done[0]
 
 
+async def woken(sub: Subscription) -> None:
+    await asyncio.wait_for(sub.wait(), TIMEOUT)
+
+
+async def until_done(app: App, session_id: str, after: int) -> Any:
+    async for item in app.follow(session_id, after=after):
+        if isinstance(item, Event):
+            yield item
+            if item.type == "turn.completed":
+                return
+
+
 @pytest.fixture
 async def started(db_url: str) -> Any:
     app = App(db_url, fire_schedules=False)
@@ -103,7 +115,7 @@ async def test_a_loop_that_does_not_run_holds_a_bounded_number_of_deltas(
             hub.deliver(rows(session.id, "s1", range(i, i + 1)))
             assert sum(len(found) for _, _, found in hub._inboxes[stuck].batches) <= 5
         assert sub.dropped  # its follower ends once its loop runs again
-        await asyncio.to_thread(stuck.run_until_complete, _woken(sub))
+        await asyncio.to_thread(stuck.run_until_complete, woken(sub))
         assert sub.take() == []
         hub.unsubscribe(sub)
         assert stuck not in hub._inboxes  # nobody left there to serve
@@ -126,7 +138,7 @@ async def test_a_stuck_loop_counts_each_sessions_deltas_apart(
         for i in range(8):
             hub.deliver(rows(busy.id, "b", range(i, i + 1)))
         assert [sub.dropped for sub in subs] == [True, False]
-        await asyncio.to_thread(stuck.run_until_complete, _woken(subs[1]))
+        await asyncio.to_thread(stuck.run_until_complete, woken(subs[1]))
         assert [row.event.index for row in subs[1].take()] == [0, 1, 2, 3]
         assert subs[0].take() == []
         for sub in subs:
@@ -184,20 +196,8 @@ async def test_a_follower_whose_loop_is_held_up_while_a_turn_streams_is_dropped(
             release.set()
             await asyncio.to_thread(follower.join, TIMEOUT)
         assert isinstance(got[-1], SlowFollowerError)
-        again = [e async for e in _until_done(app, session.id, got[-1].last_seq)]
+        again = [e async for e in until_done(app, session.id, got[-1].last_seq)]
     assert again[-1].type == "turn.completed"
-
-
-async def _woken(sub: Subscription) -> None:
-    await asyncio.wait_for(sub.wait(), TIMEOUT)
-
-
-async def _until_done(app: App, session_id: str, after: int) -> Any:
-    async for item in app.follow(session_id, after=after):
-        if isinstance(item, Event):
-            yield item
-            if item.type == "turn.completed":
-                return
 
 
 async def test_a_catch_up_reads_this_processes_own_events_from_memory(db_url: str) -> None:
